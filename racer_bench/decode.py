@@ -1,0 +1,152 @@
+"""The single decode loop: propose -> verify forward -> verify -> commit -> update.
+
+Every method runs through :func:`generate`, the autoregressive baseline included (a drafter that
+proposes nothing), so speedups compare like with like.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import torch
+
+from racer_bench.drafter import Drafter
+from racer_bench.stopping import StopRule
+from racer_bench.structs import Draft, DraftContext, Feedback, GenerationResult, StepRecord
+from racer_bench.target import HFTarget
+from racer_bench.timing import SyncedClock
+from racer_bench.tree import check_draft, node_depths, prune
+from racer_bench.verify import Verifier
+
+Observer = Callable[[StepRecord, list[int]], None]
+RETRIEVAL_SOURCES = frozenset({1})  # Source.RETRIEVAL
+
+
+@dataclass
+class LoopOptions:
+    """Run-level loop settings.
+
+    Attributes:
+        max_draft: hard cap on draft nodes per step, on top of the drafter's own capacity.
+        check_drafts: validate every draft's tree contract (tests; cheap but not free).
+    """
+
+    max_draft: int = 256
+    check_drafts: bool = False
+
+
+def generate(
+    target: HFTarget,
+    drafter: Drafter,
+    verifier: Verifier,
+    prompt_ids: list[int],
+    stop: StopRule,
+    rng: torch.Generator,
+    options: LoopOptions | None = None,
+    observers: Sequence[Observer] = (),
+) -> GenerationResult:
+    """Generate a continuation of ``prompt_ids`` (batch size 1)."""
+    options = options or LoopOptions()
+    clock = SyncedClock(target.synchronize)
+    k = drafter.needs.topk
+    t0 = clock.now()
+    logits = target.prefill(prompt_ids, all_logits=drafter.needs.prefill_topk)
+    drafter.reset(prompt_ids, logits.topk(k).indices if drafter.needs.prefill_topk else None)
+    verifier.reset()
+    first = verifier.verify(Draft.empty(), logits[-1:], rng).bonus
+    root_topk = logits[-1].topk(k).indices if k else None
+    tokens = [*prompt_ids, first]
+    generated: list[int] = []
+    n_keep, reason = stop.cut(generated, [first])
+    generated += [first][:n_keep]
+    t1 = clock.now()
+    steps: list[StepRecord] = []
+    while reason is None:
+        if len(tokens) + 1 >= target.max_length:
+            reason = "context"
+            break
+        record, committed, root_topk = _step(
+            target, drafter, verifier, tokens, root_topk, stop, rng, options, clock, generated
+        )
+        n_keep, reason = stop.cut(generated, committed)
+        record.n_committed = n_keep
+        record.n_accepted = min(record.n_accepted, n_keep)
+        generated += committed[:n_keep]
+        tokens += committed[:n_keep]
+        steps.append(record)
+        for observer in observers:
+            observer(record, committed[:n_keep])
+    t2 = clock.now()
+    text = target.tokenizer.decode(generated, skip_special_tokens=True)
+    return GenerationResult(
+        tokens=generated,
+        text=stop.clean_text(text),
+        prefill_time=t1 - t0,
+        decode_time=t2 - t1,
+        steps=steps,
+        stop_reason=reason,
+    )
+
+
+def _step(
+    target: HFTarget,
+    drafter: Drafter,
+    verifier: Verifier,
+    tokens: list[int],
+    root_topk: torch.Tensor | None,
+    stop: StopRule,
+    rng: torch.Generator,
+    options: LoopOptions,
+    clock: SyncedClock,
+    generated: list[int],
+) -> tuple[StepRecord, list[int], torch.Tensor | None]:
+    """One propose/verify/commit/update step; returns (record, committed tokens, new root top-k)."""
+    room = min(stop.max_new_tokens - len(generated), target.max_length - len(tokens) - 1)
+    max_depth = max(room - 1, 0)  # accepted + bonus must fit in the room left
+    ctx = DraftContext(tokens, tokens[-1], options.max_draft, max_depth, root_topk)
+    t0 = clock.now()
+    draft = prune(drafter.propose(ctx), options.max_draft, max_depth)
+    t1 = clock.now()
+    if options.check_drafts:
+        check_draft(draft, options.max_draft)
+    past = target.length
+    out = target.forward_tree(ctx.root, draft, hidden=drafter.needs.hidden_states)
+    result = verifier.verify(draft, out.logits, rng)
+    target.commit(past, result.accepted)
+    t2 = clock.now()
+    node_tokens = draft.tokens.tolist()
+    committed = [node_tokens[i] for i in result.accepted] + [result.bonus]
+    k = drafter.needs.topk
+    node_topk = out.logits.topk(k).indices if k else None
+    aux_argmax = out.aux_logits.argmax(-1) if out.aux_logits is not None else None
+    drafter.update(Feedback(draft, result.accepted, committed, node_topk, aux_argmax))
+    t3 = clock.now()
+    new_root_topk = node_topk[result.accepted[-1] + 1 if result.accepted else 0] if k else None
+    record = _record(draft, result.accepted, t1 - t0, t2 - t1, t3 - t2)
+    record.n_relaxed, record.regret = result.n_relaxed, result.regret
+    return record, committed, new_root_topk
+
+
+def _record(
+    draft: Draft, accepted: list[int], t_draft: float, t_verify: float, t_update: float
+) -> StepRecord:
+    """Step counters from a draft and its accepted path."""
+    sources = draft.source.tolist() if draft.source is not None else [0] * len(draft)
+    by_source: dict[int, int] = {}
+    for i in accepted:
+        by_source[sources[i]] = by_source.get(sources[i], 0) + 1
+    ranks = draft.rank.tolist() if draft.rank is not None else []
+    return StepRecord(
+        n_draft=len(draft),
+        depth=max(node_depths(draft.parents.tolist()), default=0),
+        n_accepted=len(accepted),
+        n_committed=len(accepted) + 1,
+        accepted_by_source=by_source,
+        has_retrieval=any(s in RETRIEVAL_SOURCES for s in sources),
+        t_draft=t_draft,
+        t_verify=t_verify,
+        t_update=t_update,
+        accepted_ranks=[ranks[i] for i in accepted if ranks and ranks[i] >= 0],
+        meta=dict(draft.meta),
+    )

@@ -1,0 +1,130 @@
+"""The drafter protocol: drafters only propose and learn.
+
+A drafter never calls the target, never touches the KV cache and never decides acceptance. The
+decode loop reads :class:`DrafterNeeds` and computes only what a drafter asked for.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar, Protocol, runtime_checkable
+
+import torch
+
+from racer_bench.structs import Draft, DraftContext, Feedback, Source
+
+
+@dataclass(frozen=True)
+class DrafterNeeds:
+    """What the loop must compute for a drafter.
+
+    Attributes:
+        topk: width of the target top-k exported at the prompt (``prefill_topk``), at the root
+            (``DraftContext.root_topk``) and at every verified node (``Feedback.node_topk``);
+            0 = none.
+        prefill_topk: whether the top-k of every prompt position is passed to ``reset``.
+        hidden_states: whether the target must return hidden states (model-based drafters).
+    """
+
+    topk: int = 0
+    prefill_topk: bool = False
+    hidden_states: bool = False
+
+
+@runtime_checkable
+class Drafter(Protocol):
+    """Proposes draft trees and learns from verification feedback."""
+
+    name: ClassVar[str]
+    version: ClassVar[str]
+    needs: DrafterNeeds
+
+    def reset(self, prompt_ids: list[int], prompt_topk: torch.Tensor | None) -> None:
+        """Start a new generation; ``prompt_topk`` is LongTensor[L, k] or None."""
+
+    def propose(self, ctx: DraftContext) -> Draft:
+        """Return a draft of at most ``ctx.budget`` nodes and depth ``ctx.max_depth``."""
+
+    def update(self, fb: Feedback) -> None:
+        """Learn from one verified step."""
+
+
+class NullDrafter:
+    """The autoregressive baseline: proposes nothing, so every step emits one token."""
+
+    name: ClassVar[str] = "ar"
+    version: ClassVar[str] = "1"
+    needs = DrafterNeeds()
+
+    def __init__(self, vocab_size: int | None = None, **_: object) -> None:
+        self.vocab_size = vocab_size
+
+    def reset(self, prompt_ids: list[int], prompt_topk: torch.Tensor | None) -> None:
+        pass
+
+    def propose(self, ctx: DraftContext) -> Draft:
+        return Draft.empty()
+
+    def update(self, fb: Feedback) -> None:
+        pass
+
+
+class OracleDrafter:
+    """Test drafter: proposes a known continuation (e.g. the target's own greedy output).
+
+    With the target's greedy output every draft is fully accepted, so MAT = depth + 1. Set
+    ``corrupt_every`` to flip every n-th draft token and exercise partial acceptance, and
+    ``width`` > 1 to add wrong sibling branches under every node of the chain.
+    """
+
+    name: ClassVar[str] = "oracle"
+    version: ClassVar[str] = "1"
+    needs = DrafterNeeds()
+
+    def __init__(
+        self,
+        continuation: list[int],
+        prompt_len: int,
+        depth: int = 8,
+        corrupt_every: int = 0,
+        width: int = 1,
+        vocab_size: int = 256,
+    ) -> None:
+        self.continuation = continuation
+        self.prompt_len = prompt_len
+        self.depth = depth
+        self.corrupt_every = corrupt_every
+        self.width = width
+        self.vocab_size = vocab_size
+
+    def reset(self, prompt_ids: list[int], prompt_topk: torch.Tensor | None) -> None:
+        self.prompt_len = len(prompt_ids)
+
+    def propose(self, ctx: DraftContext) -> Draft:
+        start = len(ctx.tokens) - self.prompt_len  # index of the token after the root
+        chain = self.continuation[start : start + min(self.depth, ctx.max_depth)]
+        if self.corrupt_every:
+            chain = [
+                (t + 1) % self.vocab_size if (i + 1) % self.corrupt_every == 0 else t
+                for i, t in enumerate(chain)
+            ]
+        tokens: list[int] = []
+        parents: list[int] = []
+        prev = -1
+        for t in chain:
+            for w in range(self.width - 1, -1, -1):  # wrong siblings first, the true node last
+                if len(tokens) >= ctx.budget:
+                    break
+                tokens.append((t + w) % self.vocab_size)
+                parents.append(prev)
+            if len(tokens) >= ctx.budget:
+                break
+            prev = len(tokens) - 1
+        return Draft(
+            tokens=torch.tensor(tokens, dtype=torch.long),
+            parents=torch.tensor(parents, dtype=torch.long),
+            source=torch.full((len(tokens),), int(Source.OTHER), dtype=torch.int32),
+        )
+
+    def update(self, fb: Feedback) -> None:
+        pass

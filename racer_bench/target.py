@@ -1,0 +1,159 @@
+"""The target model: prefill, one tree-verification forward per step, and commit.
+
+Tree attention uses transformers' custom 4-D float attention mask plus explicit position ids
+(``prefix_len + depth``), so no model code is patched. Chains take the plain causal path.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from racer_bench import kv_cache
+from racer_bench.structs import Draft
+from racer_bench.tree import ancestor_mask, is_chain, node_depths
+
+
+@dataclass
+class StepLogits:
+    """Output of one verification forward.
+
+    Attributes:
+        logits: FloatTensor[N+1, V] for the root and the N draft nodes.
+        aux_logits: FloatTensor[A, V] or None for the auxiliary branch.
+        hidden: FloatTensor[N+1+A, H] or None (last hidden state; model-based drafters).
+    """
+
+    logits: torch.Tensor
+    aux_logits: torch.Tensor | None = None
+    hidden: torch.Tensor | None = None
+
+
+def tree_attention_mask(
+    draft: Draft, past: int, dtype: torch.dtype, device: torch.device
+) -> torch.Tensor:
+    """Additive mask FloatTensor[1, 1, T, past + T] for root + nodes (+ aux branch).
+
+    Every row sees the whole cached prefix; node rows see their ancestors and the root; aux rows
+    see the root and the aux positions their own mask allows.
+    """
+    n = len(draft)
+    aux = draft.aux
+    a = 0 if aux is None else len(aux)
+    allowed = torch.zeros(n + 1 + a, n + 1 + a, dtype=torch.bool)
+    allowed[: n + 1, : n + 1] = ancestor_mask(draft.parents.tolist())
+    if aux is not None:
+        allowed[n + 1 :, 0] = True
+        allowed[n + 1 :, n + 1 :] = aux.mask
+    tree = torch.zeros(allowed.shape, dtype=dtype)
+    tree.masked_fill_(~allowed, torch.finfo(dtype).min)
+    mask = torch.zeros(1, 1, n + 1 + a, past + n + 1 + a, dtype=dtype)
+    mask[0, 0, :, past:] = tree
+    return mask.to(device)
+
+
+class HFTarget:
+    """A transformers causal LM with a KV cache that only ever holds committed tokens.
+
+    Between steps the cache holds every committed token except the root (the last one).
+    """
+
+    def __init__(self, model: Any, tokenizer: Any, name: str = "model") -> None:
+        self.model = model.eval()
+        self.tokenizer = tokenizer
+        self.name = name
+        self.device = next(model.parameters()).device
+        self.dtype = next(model.parameters()).dtype
+        self.cache: Any = None
+        self.max_length = int(getattr(model.config, "max_position_embeddings", 1 << 30))
+
+    @property
+    def vocab_size(self) -> int:
+        return int(self.model.config.vocab_size)
+
+    @property
+    def eos_ids(self) -> set[int]:
+        """EOS ids of the tokenizer and the generation config (instruct models use several)."""
+        ids: set[int] = set()
+        for source in (self.tokenizer.eos_token_id, _generation_eos(self.model)):
+            if isinstance(source, int):
+                ids.add(source)
+            elif source:
+                ids.update(int(t) for t in source)
+        return ids
+
+    def synchronize(self) -> None:
+        """Wait for queued device work so wall-clock timings are honest."""
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+
+    @property
+    def length(self) -> int:
+        return kv_cache.cache_length(self.cache)
+
+    @torch.inference_mode()
+    def prefill(self, ids: list[int], all_logits: bool = False) -> torch.Tensor:
+        """Start a sequence: cache ``ids`` and return logits FloatTensor[L or 1, V]."""
+        self.cache = kv_cache.new_cache(self.model.config)
+        input_ids = torch.tensor([ids], dtype=torch.long, device=self.device)
+        out = self.model(
+            input_ids=input_ids,
+            cache=self.cache,
+            use_cache=True,
+            logits_to_keep=0 if all_logits else 1,
+        )
+        return _as_float(out.logits[0])
+
+    @torch.inference_mode()
+    def forward_tree(self, root: int, draft: Draft, hidden: bool = False) -> StepLogits:
+        """One verification forward over root + draft nodes (+ aux branch)."""
+        past = self.length
+        n = len(draft)
+        aux = draft.aux
+        tokens = [root, *draft.tokens.tolist()]
+        offsets = [0, *node_depths(draft.parents.tolist())]
+        if aux is not None:
+            tokens += aux.tokens.tolist()
+            offsets += aux.depths.tolist()
+        input_ids = torch.tensor([tokens], dtype=torch.long, device=self.device)
+        positions = torch.tensor([offsets], dtype=torch.long, device=self.device) + past
+        mask = None
+        if aux is not None or not is_chain(draft.parents.tolist()):
+            mask = tree_attention_mask(draft, past, self.dtype, self.device)
+        out = self.model(
+            input_ids=input_ids,
+            attention_mask=mask,
+            position_ids=positions,
+            cache=self.cache,
+            use_cache=True,
+            output_hidden_states=hidden,
+        )
+        logits = _as_float(out.logits[0])
+        return StepLogits(
+            logits=logits[: n + 1],
+            aux_logits=logits[n + 1 :] if aux is not None else None,
+            hidden=out.hidden_states[-1][0] if hidden else None,
+        )
+
+    @torch.inference_mode()
+    def commit(self, past: int, accepted: list[int]) -> None:
+        """Keep the root and the accepted nodes after a forward that started at ``past``."""
+        kv_cache.keep_positions(self.cache, past, [0, *(i + 1 for i in accepted)])
+
+    @torch.inference_mode()
+    def full_logits(self, ids: list[int]) -> torch.Tensor:
+        """Logits FloatTensor[L, V] of a fresh forward over ``ids`` (tests, no cache kept)."""
+        input_ids = torch.tensor([ids], dtype=torch.long, device=self.device)
+        return _as_float(self.model(input_ids=input_ids, use_cache=False).logits[0])
+
+
+def _generation_eos(model: Any) -> int | list[int] | None:
+    config = getattr(model, "generation_config", None)
+    return getattr(config, "eos_token_id", None) if config is not None else None
+
+
+def _as_float(logits: torch.Tensor) -> torch.Tensor:
+    """Half-precision logits become float32; float32/float64 stay as they are."""
+    return logits if logits.dtype in (torch.float32, torch.float64) else logits.float()

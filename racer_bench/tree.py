@@ -1,0 +1,163 @@
+"""Pure draft-tree utilities over parent arrays (no model needed).
+
+A tree is a parent array ``parents[N]`` (``-1`` = child of the root, ``parents[i] < i``). The
+root itself is implicit: it is position 0 of the verification forward and node ``i`` is
+position ``i + 1``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+from racer_bench.structs import Draft, Source
+
+
+def node_depths(parents: Sequence[int]) -> list[int]:
+    """Depth of every node (children of the root have depth 1)."""
+    depths: list[int] = []
+    for p in parents:
+        depths.append(1 if p < 0 else depths[p] + 1)
+    return depths
+
+
+def is_chain(parents: Sequence[int]) -> bool:
+    """True when node ``i``'s parent is ``i - 1`` for every node (a causal-mask forward)."""
+    return all(p == i - 1 for i, p in enumerate(parents))
+
+
+def path_to(node: int, parents: Sequence[int]) -> list[int]:
+    """Node indices from the root's child down to ``node`` (empty for ``node = -1``)."""
+    path: list[int] = []
+    while node >= 0:
+        path.append(node)
+        node = parents[node]
+    return path[::-1]
+
+
+def ancestor_mask(parents: Sequence[int]) -> torch.Tensor:
+    """BoolTensor[N+1, N+1]: row ``i`` attends to column ``j`` iff j is i or an ancestor of i.
+
+    Index 0 is the root; node ``k`` is index ``k + 1``.
+    """
+    n = len(parents)
+    mask = torch.zeros(n + 1, n + 1, dtype=torch.bool)
+    mask[0, 0] = True
+    for k, p in enumerate(parents):
+        mask[k + 1] = mask[p + 1]
+        mask[k + 1, k + 1] = True
+    return mask
+
+
+def check_draft(draft: Draft, budget: int | None = None) -> None:
+    """Raise ValueError when a draft breaks the tree contract (shapes, topology, budget)."""
+    n = len(draft)
+    if draft.parents.numel() != n:
+        raise ValueError(f"draft has {n} tokens but {draft.parents.numel()} parents")
+    parents = draft.parents.tolist()
+    for i, p in enumerate(parents):
+        if not -1 <= p < i:
+            raise ValueError(f"parents[{i}]={p} is not topological (need -1 <= p < {i})")
+    if budget is not None and n > budget:
+        raise ValueError(f"draft has {n} nodes, budget is {budget}")
+    if draft.source is not None and draft.source.numel() != n:
+        raise ValueError("draft.source must have one entry per node")
+
+
+def select_nodes(draft: Draft, keep: Sequence[int]) -> Draft:
+    """Sub-draft of the nodes ``keep`` (ascending, closed under parents), re-indexed."""
+    index = {old: new for new, old in enumerate(keep)}
+    parents = draft.parents.tolist()
+    new_parents = [index[parents[k]] if parents[k] >= 0 else -1 for k in keep]
+    sel = torch.tensor(list(keep), dtype=torch.long)
+    return Draft(
+        tokens=draft.tokens[sel],
+        parents=torch.tensor(new_parents, dtype=torch.long),
+        source=None if draft.source is None else draft.source[sel],
+        q=None if draft.q is None else draft.q[sel],
+        meta=draft.meta,
+        aux=draft.aux,
+        rank=None if draft.rank is None else draft.rank[sel],
+    )
+
+
+def prune(draft: Draft, budget: int, max_depth: int) -> Draft:
+    """Keep the first ``budget`` nodes of depth <= ``max_depth`` (the result is prefix-closed).
+
+    Because the order is topological, a node's parent always precedes it, so taking nodes in
+    order and skipping any whose parent was dropped keeps every kept path intact.
+    """
+    parents = draft.parents.tolist()
+    depths = node_depths(parents)
+    if len(parents) <= budget and (not depths or max(depths) <= max_depth):
+        return draft
+    kept: set[int] = set()
+    keep: list[int] = []
+    for i, p in enumerate(parents):
+        if len(keep) >= budget:
+            break
+        if depths[i] <= max_depth and (p < 0 or p in kept):
+            kept.add(i)
+            keep.append(i)
+    return select_nodes(draft, keep)
+
+
+class TrieBuilder:
+    """Merges candidate token paths below the root into one deduplicated draft tree.
+
+    Paths are inserted in priority order; insertion stops adding nodes once ``capacity`` nodes
+    exist, so earlier (higher-priority) candidates always survive.
+    """
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self.tokens: list[int] = []
+        self.parents: list[int] = []
+        self.sources: list[int] = []
+        self.ranks: list[int] = []
+        self._children: dict[tuple[int, int], int] = {}
+
+    def __len__(self) -> int:
+        return len(self.tokens)
+
+    @property
+    def full(self) -> bool:
+        return len(self.tokens) >= self.capacity
+
+    def child(self, parent: int, token: int) -> int | None:
+        """Index of ``parent``'s child carrying ``token`` (``parent=-1`` = root), if any."""
+        return self._children.get((parent, token))
+
+    def add(self, parent: int, token: int, source: int = Source.OTHER, rank: int = -1) -> int:
+        """Add (or find) one node; returns its index, or -1 when the tree is full."""
+        found = self._children.get((parent, token))
+        if found is not None:
+            return found
+        if self.full:
+            return -1
+        idx = len(self.tokens)
+        self._children[(parent, token)] = idx
+        self.tokens.append(token)
+        self.parents.append(parent)
+        self.sources.append(int(source))
+        self.ranks.append(rank)
+        return idx
+
+    def add_path(self, path: Sequence[int], source: int = Source.OTHER, parent: int = -1) -> int:
+        """Insert a token path below ``parent``; returns how many new nodes were created."""
+        before = len(self.tokens)
+        for token in path:
+            parent = self.add(parent, int(token), source)
+            if parent < 0:
+                break
+        return len(self.tokens) - before
+
+    def build(self, meta: dict[str, float] | None = None) -> Draft:
+        return Draft(
+            tokens=torch.tensor(self.tokens, dtype=torch.long),
+            parents=torch.tensor(self.parents, dtype=torch.long),
+            source=torch.tensor(self.sources, dtype=torch.int32),
+            meta=meta or {},
+            rank=torch.tensor(self.ranks, dtype=torch.long),
+        )
