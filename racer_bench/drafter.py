@@ -38,6 +38,7 @@ class Drafter(Protocol):
     name: ClassVar[str]
     version: ClassVar[str]
     needs: DrafterNeeds
+    capacity: int  # the most nodes one draft may hold (conformance tests check it)
 
     def reset(self, prompt_ids: list[int], prompt_topk: torch.Tensor | None) -> None:
         """Start a new generation; ``prompt_topk`` is LongTensor[L, k] or None."""
@@ -55,6 +56,8 @@ class NullDrafter:
     name: ClassVar[str] = "ar"
     version: ClassVar[str] = "1"
     needs = DrafterNeeds()
+
+    capacity = 0
 
     def __init__(self, vocab_size: int | None = None, **_: object) -> None:
         self.vocab_size = vocab_size

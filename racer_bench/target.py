@@ -68,6 +68,9 @@ class HFTarget:
         self.dtype = next(model.parameters()).dtype
         self.cache: Any = None
         self.max_length = int(getattr(model.config, "max_position_embeddings", 1 << 30))
+        self.body = model.get_decoder()
+        self.head = model.get_output_embeddings()
+        self.softcap = getattr(model.config, "final_logit_softcapping", None)
 
     @property
     def vocab_size(self) -> int:
@@ -98,13 +101,9 @@ class HFTarget:
         """Start a sequence: cache ``ids`` and return logits FloatTensor[L or 1, V]."""
         self.cache = kv_cache.new_cache(self.model.config)
         input_ids = torch.tensor([ids], dtype=torch.long, device=self.device)
-        out = self.model(
-            input_ids=input_ids,
-            cache=self.cache,
-            use_cache=True,
-            logits_to_keep=0 if all_logits else 1,
-        )
-        return _as_float(out.logits[0])
+        out = self.body(input_ids=input_ids, cache=self.cache, use_cache=True)
+        hidden = out.last_hidden_state[0]
+        return self.logits(hidden if all_logits else hidden[-1:])
 
     @torch.inference_mode()
     def forward_tree(self, root: int, draft: Draft, hidden: bool = False) -> StepLogits:
@@ -122,20 +121,36 @@ class HFTarget:
         mask = None
         if aux is not None or not is_chain(draft.parents.tolist()):
             mask = tree_attention_mask(draft, past, self.dtype, self.device)
-        out = self.model(
+        out = self.body(
             input_ids=input_ids,
             attention_mask=mask,
             position_ids=positions,
             cache=self.cache,
             use_cache=True,
-            output_hidden_states=hidden,
         )
-        logits = _as_float(out.logits[0])
+        last_hidden = out.last_hidden_state[0]
+        logits = self.logits(last_hidden)
         return StepLogits(
             logits=logits[: n + 1],
             aux_logits=logits[n + 1 :] if aux is not None else None,
-            hidden=out.hidden_states[-1][0] if hidden else None,
+            hidden=last_hidden if hidden else None,
         )
+
+    def logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        """LM head over FloatTensor[T, H] -> FloatTensor[T, V] (float32 or float64).
+
+        For a few rows on a CPU, ``W @ h.T`` runs 2-3x faster than ``F.linear`` with MKL (the
+        tall-skinny GEMM avoids re-packing the vocabulary-sized weight), which is most of a
+        speculative step's extra cost over an autoregressive one.
+        """
+        head = self.head
+        if isinstance(head, torch.nn.Linear) and head.bias is None and hidden.shape[0] > 1:
+            logits = (head.weight @ hidden.T).T
+        else:
+            logits = head(hidden)
+        if self.softcap:
+            logits = torch.tanh(logits / self.softcap) * self.softcap
+        return _as_float(logits)
 
     @torch.inference_mode()
     def commit(self, past: int, accepted: list[int]) -> None:

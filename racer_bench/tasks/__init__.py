@@ -1,0 +1,1 @@
+"""Benchmark tasks: prompts, rendering with each model's own template, and scoring."""

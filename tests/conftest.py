@@ -1,0 +1,89 @@
+"""Shared fixtures: the tiny random target, config composition, prompt sets."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import torch
+from hydra import compose, initialize_config_dir
+from omegaconf import DictConfig
+
+from racer_bench.decode import LoopOptions, generate
+from racer_bench.drafter import Drafter, NullDrafter
+from racer_bench.models import tiny_random
+from racer_bench.stopping import StopRule
+from racer_bench.structs import GenerationResult
+from racer_bench.target import HFTarget
+from racer_bench.verify import GreedyVerifier, Verifier
+
+REPO = Path(__file__).resolve().parents[1]
+CONF_DIR = REPO / "conf"
+SHARED_DATA = REPO.parent / "shared" / "datasets"
+
+# Byte prompts with repeated phrases, so retrieval-based drafters find matches.
+TINY_PROMPTS = [
+    b"the cat sat on the mat. the cat sat on the",
+    b"def add(a, b):\n    return a + b\n\ndef add(",
+    b"abcabcabcabcabc xyz abcabc",
+    b"one two three four five one two three",
+    b"zzzz",
+]
+
+torch.use_deterministic_algorithms(True)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if "RACER_BENCH_DATA" not in os.environ and SHARED_DATA.exists():
+        os.environ["RACER_BENCH_DATA"] = str(SHARED_DATA)
+
+
+@pytest.fixture(scope="session")
+def tiny_target() -> HFTarget:
+    return tiny_random()
+
+
+@pytest.fixture
+def compose_cfg() -> Callable[..., DictConfig]:
+    """Compose the primary config with overrides, as the CLI would (no Hydra run dir)."""
+
+    def _compose(*overrides: str) -> DictConfig:
+        with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+            return compose(config_name="config", overrides=list(overrides))
+
+    return _compose
+
+
+def run_generate(
+    target: HFTarget,
+    drafter: Drafter,
+    prompt: list[int],
+    max_new_tokens: int = 40,
+    eos_ids: set[int] | None = None,
+    verifier: Verifier | None = None,
+    stop_strings: tuple[str, ...] = (),
+    seed: int = 0,
+) -> GenerationResult:
+    """One generation with checks of the draft contract switched on."""
+    stop = StopRule(
+        eos_ids if eos_ids is not None else set(),
+        max_new_tokens,
+        stop_strings,
+        decode=target.tokenizer.decode,
+    )
+    rng = torch.Generator().manual_seed(seed)
+    return generate(
+        target,
+        drafter,
+        verifier or GreedyVerifier(),
+        prompt,
+        stop,
+        rng,
+        LoopOptions(check_drafts=True),
+    )
+
+
+def ar_tokens(target: HFTarget, prompt: list[int], **kwargs) -> list[int]:
+    return run_generate(target, NullDrafter(), prompt, **kwargs).tokens

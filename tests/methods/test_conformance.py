@@ -1,0 +1,73 @@
+"""Every method YAML in conf/method/ on the tiny model: lossless, within budget, reusable."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hydra.utils import instantiate
+
+from racer_bench.structs import Draft, DraftContext
+from tests.conftest import CONF_DIR, TINY_PROMPTS, ar_tokens, run_generate
+
+METHODS = sorted(p.stem for p in (CONF_DIR / "method").glob("*.yaml"))
+
+
+def make_drafter(compose_cfg, method: str, target):
+    cfg = compose_cfg(f"method={method}", "model=tiny_random")
+    return instantiate(cfg.method)(vocab_size=target.vocab_size)
+
+
+class BudgetSpy:
+    """Wraps a drafter and records every draft it proposes."""
+
+    def __init__(self, inner) -> None:
+        self.inner = inner
+        self.needs = inner.needs
+        self.drafts: list[tuple[DraftContext, Draft]] = []
+
+    def reset(self, prompt_ids, prompt_topk) -> None:
+        self.inner.reset(prompt_ids, prompt_topk)
+
+    def propose(self, ctx: DraftContext) -> Draft:
+        draft = self.inner.propose(ctx)
+        self.drafts.append((ctx, draft))
+        return draft
+
+    def update(self, fb) -> None:
+        self.inner.update(fb)
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_method_is_lossless_and_within_budget(method, compose_cfg, tiny_target):
+    drafter = BudgetSpy(make_drafter(compose_cfg, method, tiny_target))
+    capacity = getattr(drafter.inner, "capacity", None)
+    for prompt_bytes in TINY_PROMPTS:  # several prompts: reset between them must work
+        prompt = list(prompt_bytes)
+        expected = ar_tokens(tiny_target, prompt, max_new_tokens=48)
+        result = run_generate(tiny_target, drafter, prompt, max_new_tokens=48)
+        assert result.tokens == expected, f"{method} differs from AR on {prompt_bytes!r}"
+        for step in result.steps:
+            assert 0 <= step.n_accepted <= step.depth <= step.n_draft
+            assert 1 <= step.n_committed <= step.n_accepted + 1
+    assert capacity is not None, f"{method}: drafter must expose .capacity"
+    for ctx, draft in drafter.drafts:
+        assert len(draft) <= capacity
+        assert len(draft) <= ctx.budget
+        parents = draft.parents.tolist()
+        assert all(-1 <= p < i for i, p in enumerate(parents))
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_method_respects_small_budget_and_eos(method, compose_cfg, tiny_target):
+    """EOS inside an accepted run and max_new_tokens reached mid-draft cut exactly as AR."""
+    drafter = make_drafter(compose_cfg, method, tiny_target)
+    prompt = list(TINY_PROMPTS[2])
+    free_run = ar_tokens(tiny_target, prompt, max_new_tokens=30)
+    eos = {free_run[7]}  # a token AR emits: generation must stop right after it
+    expected = ar_tokens(tiny_target, prompt, max_new_tokens=30, eos_ids=eos)
+    got = run_generate(tiny_target, drafter, prompt, max_new_tokens=30, eos_ids=eos)
+    assert got.tokens == expected
+    for n in (1, 2, 5, 13):
+        expected = ar_tokens(tiny_target, prompt, max_new_tokens=n)
+        assert run_generate(tiny_target, drafter, prompt, max_new_tokens=n).tokens == expected
