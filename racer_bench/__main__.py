@@ -1,0 +1,3 @@
+from racer_bench.cli import main
+
+main()

@@ -1,0 +1,57 @@
+"""Human-readable run summaries (terminal tables)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+HEADLINE = [
+    ("baseline_tokens_per_s", "AR tok/s", "{:.2f}"),
+    ("tokens_per_s", "method tok/s", "{:.2f}"),
+    ("speedup", "speedup", "{:.2f}x"),
+    ("mat", "MAT", "{:.2f}"),
+    ("draft_time_share", "draft time", "{:.1%}"),
+    ("retrieval_hit_rate", "retrieval hit", "{:.1%}"),
+]
+SCORES = ("pass@1", "accuracy")
+
+
+def fmt(value: Any, pattern: str) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    return pattern.format(value)
+
+
+def summary_table(summary: dict[str, Any]) -> Table:
+    """One row overall, then one row per category when the task has several."""
+    table = Table(title=f"{summary.get('n_prompts', 0)} prompts ({summary.get('n_failed', 0)} failed)")
+    table.add_column("")
+    for _, label, _ in HEADLINE:
+        table.add_column(label, justify="right")
+    table.add_column("identical", justify="right")
+    scores = [s for s in SCORES if s in summary]
+    for s in scores:
+        table.add_column(s, justify="right")
+    rows = [("overall", summary), *summary.get("per_category", {}).items()]
+    for name, block in rows:
+        cells = [fmt(block.get(key), pattern) for key, _, pattern in HEADLINE]
+        n = block.get("n_prompts", 0)
+        identical = block.get("identical")
+        cells.append("-" if identical is None else f"{round(identical * n)}/{n}")
+        cells += [fmt(block.get(s), "{:.3f}") for s in scores]
+        table.add_row(name, *cells)
+    return table
+
+
+def print_summary(summary: dict[str, Any]) -> None:
+    console = Console(width=max(Console().width, 120))
+    console.print(summary_table(summary))
+    if "gain_vs_strict" in summary:
+        console.print(
+            f"vs strict greedy: throughput gain {fmt(summary['gain_vs_strict'], '{:+.1%}')}, "
+            f"divergence {fmt(summary['divergence'], '{:.1%}')}, "
+            f"accuracy delta {fmt(summary.get('accuracy_delta'), '{:+.3f}')}"
+        )

@@ -1,0 +1,100 @@
+"""Run summaries: the metrics of ``metrics.py`` assembled per run and per category."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from racer_bench import metrics as M
+
+Record = dict[str, Any]
+
+
+def speed_block(records: Sequence[Record], has_baseline: bool) -> dict[str, Any]:
+    """Speed and acceptance metrics of the method (and the AR baseline when it ran)."""
+    out: dict[str, Any] = {
+        "n_prompts": len(records),
+        "new_tokens": sum(M.new_tokens(r, "method") for r in records),
+        "tokens_per_s": M.tokens_per_s(records, "method"),
+        "mat": M.mat(records, "method"),
+        "draft_time_share": M.draft_time_share(records, "method"),
+        "retrieval_hit_rate": M.retrieval_hit_rate(records, "method"),
+        "retrieval_accept_share": M.retrieval_accept_share(records, "method"),
+        "draft_efficiency": M.draft_efficiency(records, "method"),
+        "draft_size_mean": M.mean_step_column(records, "n_draft"),
+        "draft_depth_mean": M.mean_step_column(records, "depth"),
+    }
+    if has_baseline:
+        low, high = M.speedup_ci(records)
+        out |= {
+            "baseline_tokens_per_s": M.tokens_per_s(records, "baseline"),
+            "speedup": M.speedup(records),
+            "speedup_ci95": [low, high],
+            "speedup_mean_per_prompt": float(np.mean(M.per_prompt_speedups(records))),
+            "identical": M.identical_rate(records),
+        }
+    return out
+
+
+def score_block(records: Sequence[Record], metric: str | None, has_baseline: bool) -> dict:
+    """Task score of the method (and of the baseline) under the task's metric name."""
+    if not metric:
+        return {}
+    out = {metric: M.mean_score(records, metric)}
+    if has_baseline:
+        out[f"baseline_{metric}"] = M.mean_score(records, metric, "baseline_score")
+    return out
+
+
+def strict_block(records: Sequence[Record], metric: str | None) -> dict[str, Any]:
+    """Lossy verifier vs strict greedy with the same drafter on the same prompts (ASD)."""
+    paired = [r for r in records if M.turns(r, "strict")]
+    if not paired:
+        return {}
+    out: dict[str, Any] = {
+        "strict_tokens_per_s": M.tokens_per_s(paired, "strict"),
+        "strict_mat": M.mat(paired, "strict"),
+        "gain_vs_strict": M.speedup(paired, "method", "strict") - 1.0,
+        "divergence": 1.0 - M.identical_rate(paired, "method", "strict"),
+        "exceptions_per_prompt": float(
+            np.mean([sum(M.step_column(r, "method", "n_relaxed")) for r in paired])
+        ),
+        "regret_per_prompt": float(
+            np.mean([sum(M.step_column(r, "method", "regret")) for r in paired])
+        ),
+    }
+    if metric:
+        deltas = [
+            r["score"][metric] - r["strict_score"][metric]
+            for r in paired
+            if metric in (r.get("score") or {}) and metric in (r.get("strict_score") or {})
+        ]
+        out["accuracy_delta"] = float(np.mean(deltas)) if deltas else float("nan")
+        out["accuracy_delta_ci95"] = list(M.bootstrap_ci(deltas))
+    return out
+
+
+def summarize(
+    records: Sequence[Record],
+    metric: str | None,
+    has_baseline: bool,
+    category_of: Callable[[str], str] = lambda c: c,
+) -> dict[str, Any]:
+    """The run summary: overall blocks plus the same speed/score blocks per category."""
+    ok = [r for r in records if r.get("status") == "ok"]
+    summary: dict[str, Any] = {"n_failed": len(records) - len(ok)}
+    summary |= speed_block(ok, has_baseline)
+    summary |= score_block(ok, metric, has_baseline)
+    summary |= strict_block(ok, metric)
+    summary["acceptance_hist"] = M.acceptance_histogram(ok)
+    categories: dict[str, list[Record]] = {}
+    for r in ok:
+        categories.setdefault(category_of(r["category"]), []).append(r)
+    if len(categories) > 1:
+        summary["per_category"] = {
+            name: speed_block(rs, has_baseline) | score_block(rs, metric, has_baseline)
+            for name, rs in sorted(categories.items())
+        }
+    return summary
