@@ -7,7 +7,6 @@ from typing import Any, ClassVar
 from racer_bench.sandbox import run_python
 from racer_bench.tasks.base import Prompt, Task
 
-
 INSTRUCTION = "Complete the following Python function.\n```python\n{prompt}```"
 RESPONSE_PREFIX = "```python\n{prompt}"
 
@@ -58,8 +57,6 @@ class HumanEvalTask(Task):
         if not self.execute:
             return {}
         ref = prompt.reference
-        program = (
-            f"{prompt.turns[0]}{outputs[0]}\n\n{ref['test']}\n\ncheck({ref['entry_point']})\n"
-        )
+        program = f"{prompt.turns[0]}{outputs[0]}\n\n{ref['test']}\n\ncheck({ref['entry_point']})\n"
         passed, _ = run_python(program, timeout_s=self.timeout_s)
         return {"pass@1": float(passed)}
