@@ -91,7 +91,10 @@ def summarize(
     summary["acceptance_hist"] = M.acceptance_histogram(ok)
     categories: dict[str, list[Record]] = {}
     for r in ok:
-        categories.setdefault(category_of(r["category"]), []).append(r)
+        categories.setdefault(r["category"], []).append(r)
+        merged = category_of(r["category"])  # e.g. Spec-Bench's 8 MT-Bench ones -> multi_turn
+        if merged != r["category"]:
+            categories.setdefault(merged, []).append(r)
     if len(categories) > 1:
         summary["per_category"] = {
             name: speed_block(rs, has_baseline) | score_block(rs, metric, has_baseline)
