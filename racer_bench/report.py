@@ -16,7 +16,6 @@ HEADLINE = [
     ("draft_time_share", "draft time", "{:.1%}"),
     ("retrieval_hit_rate", "retrieval hit", "{:.1%}"),
 ]
-SCORES = ("pass@1", "accuracy")
 
 
 def fmt(value: Any, pattern: str) -> str:
@@ -32,7 +31,7 @@ def summary_table(summary: dict[str, Any]) -> Table:
     for _, label, _ in HEADLINE:
         table.add_column(label, justify="right")
     table.add_column("identical", justify="right")
-    scores = [s for s in SCORES if s in summary]
+    scores = [summary["metric"]] if summary.get("metric") in summary else []
     for s in scores:
         table.add_column(s, justify="right")
     rows = [("overall", summary), *summary.get("per_category", {}).items()]

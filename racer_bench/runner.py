@@ -14,6 +14,7 @@ from omegaconf import DictConfig, OmegaConf
 from tqdm.auto import tqdm
 
 from racer_bench import records as R
+from racer_bench import tracking
 from racer_bench.decode import LoopOptions, generate
 from racer_bench.drafter import Drafter, NullDrafter
 from racer_bench.errors import ConfigError
@@ -167,15 +168,30 @@ def run(
     for index in range(min(cfg.warmup_prompts, len(prompts))):
         run_prompt(setup, prompts[index], index)  # warm-up: same code path, not recorded
     todo = [(i, p) for i, p in enumerate(prompts) if p.id not in done]
-    for index, prompt in tqdm(todo, desc=f"{choices.get('method', 'method')}", unit="prompt"):
-        try:
-            record = run_prompt(setup, prompt, index)
-        except (KeyboardInterrupt, ConfigError):
-            raise
-        except Exception as error:  # noqa: BLE001 - recorded, and the run goes on
-            record = failed_record(prompt, index, error)
-        R.append_prompt(run_dir, record)
-    return finalize(setup, run_dir, on_summary)
+    tracker = tracking.start(cfg, run_dir, choices)
+    failed = True
+    try:
+        for index, prompt in tqdm(todo, desc=choices.get("method", "method"), unit="prompt"):
+            R.append_prompt(run_dir, safe_run_prompt(setup, prompt, index))
+        summary = finalize(setup, run_dir, on_summary)
+        tracker.log_summary(summary, run_dir)
+        failed = False
+    finally:
+        tracker.finish(failed=failed)
+        if failed:  # interrupted or crashed: finished prompts stay readable, resume= continues
+            (run_dir / "INCOMPLETE").write_text("run stopped early; continue with resume=<dir>\n")
+    (run_dir / "INCOMPLETE").unlink(missing_ok=True)
+    return summary
+
+
+def safe_run_prompt(setup: Setup, prompt: Prompt, index: int) -> dict[str, Any]:
+    """:func:`run_prompt`, with an exception recorded as a failed prompt (the run goes on)."""
+    try:
+        return run_prompt(setup, prompt, index)
+    except (KeyboardInterrupt, ConfigError):
+        raise
+    except Exception as error:  # noqa: BLE001 - recorded, never turned into a fake answer
+        return failed_record(prompt, index, error)
 
 
 def finalize(
@@ -186,6 +202,7 @@ def finalize(
     category_of = getattr(setup.task, "report_category", lambda c: c)
     has_baseline = any(m.name == "baseline" for m in setup.modes)
     summary = summarize(records, setup.task.metric, has_baseline, category_of)
+    summary["metric"] = setup.task.metric
     summary["run_dir"] = str(run_dir)
     R.write_json(run_dir / R.SUMMARY_FILE, summary)
     if on_summary:
