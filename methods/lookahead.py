@@ -17,7 +17,8 @@ Lookahead Decoding", ICML 2024 (arXiv 2402.02057). Reference code: hao-ai-lab/Lo
   with LRU order; the window always moves by one (``ALWAYS_FWD_ONE``);
 * the draft is every pooled n-gram whose key is the root (the verification branch), merged
   into one trie (source RETRIEVAL); optional ``pool_from_prompt`` seeds the pool with the
-  prompt's n-grams and adds those of the output (newer reference's ``POOL_FROM_PROMPT``).
+  prompt's n-grams and adds those of the output (newer reference's ``POOL_FROM_PROMPT``);
+  the pool is per prompt as in the reference unless ``persist_across_prompts``.
 
 Deviations: shared prefixes of the guesses are verified once (trie) instead of once per n-gram
 (same accepted tokens, fewer forwarded ones); a fully matched guess keeps its bonus token (the
@@ -162,6 +163,7 @@ class LookaheadDrafter:
         window: int = 7,
         guess_set_size: int = 7,
         pool_from_prompt: bool = False,
+        persist_across_prompts: bool = False,
         seed: int = 0,
     ) -> None:
         if level < 3 or window < 1 or guess_set_size < 0:
@@ -173,15 +175,18 @@ class LookaheadDrafter:
         self.window = window
         self.guess_set_size = guess_set_size
         self.pool_from_prompt = pool_from_prompt
+        self.persist_across_prompts = persist_across_prompts
         self.seed = seed
         self.capacity = guess_set_size * (level - 1)
         self.aux_capacity = max(window_sizes(window, level))
+        self.pool = NgramPool(guess_set_size)
         self.reset([0], None)
 
     def reset(self, prompt_ids: list[int], prompt_topk: torch.Tensor | None) -> None:
         rng = random.Random(self.seed)  # same window init whatever the prompt order
         self.levels = init_window(prompt_ids, self.window, self.level, rng)
-        self.pool = NgramPool(self.guess_set_size)
+        if not self.persist_across_prompts:
+            self.pool = NgramPool(self.guess_set_size)
         if self.pool_from_prompt:
             self.pool.add_sequence(prompt_ids, self.level)
         self._recent = list(prompt_ids[-(self.level - 1) :])

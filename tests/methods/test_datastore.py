@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import runpy
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -24,6 +27,7 @@ from methods.datastore import (
 from racer_bench.tiny_tokenizer import ByteTokenizer
 
 SEP = separator_for(260)
+REPO = Path(__file__).resolve().parents[2]
 
 
 def store_of(tokens: list[int], vocab: int = 260) -> Datastore:
@@ -176,3 +180,16 @@ def test_check_vocab_refuses_larger_tokenizer():
     check_vocab(260, 260, "x")
     with pytest.raises(ValueError, match="target's own tokenizer"):
         check_vocab(50_000, 260, "x")
+
+
+def test_build_script_writes_where_the_drafter_looks(tmp_path, monkeypatch, capsys):
+    folder = write_corpus(tmp_path / "corpus")
+    cache = tmp_path / "cache"
+    script = runpy.run_path(str(REPO / "scripts" / "build_datastore.py"))
+    argv = ["build_datastore.py", "--corpus", str(folder), "--tokenizer", "byte"]
+    argv += ["--cache-dir", str(cache), "--max-tokens", "100", "--vocab-size", "260"]
+    monkeypatch.setattr(sys, "argv", argv)
+    script["main"]()
+    path = datastore_path(cache, str(folder), "auto", 260, 100)
+    assert str(path) in capsys.readouterr().out
+    assert Datastore.load(path).tokens.tolist()[:7] == list(b"abc abc")

@@ -167,3 +167,14 @@ def test_aux_logits_match_sequential_forwards(tiny_target):
         assert torch.allclose(out.aux_logits[i], expected, atol=1e-6)
     expected_nodes = tiny_target.full_logits([*prompt, root, 7, 8, 9])[-3:]
     assert torch.allclose(out.logits[1:], expected_nodes, atol=1e-6)
+
+
+@pytest.mark.parametrize("persist", [False, True])
+def test_pool_persists_across_prompts_only_when_asked(persist):
+    drafter = LookaheadDrafter(
+        260, level=3, window=2, pool_from_prompt=True, persist_across_prompts=persist
+    )
+    drafter.reset([1, 2, 3], None)
+    drafter.reset([4, 5, 6], None)
+    assert drafter.pool.guesses(4) == [(5, 6)]
+    assert (drafter.pool.guesses(1) == [(2, 3)]) is persist
