@@ -89,9 +89,7 @@ class PLDDrafter:
         if len(self._tokens) != len(ctx.tokens):
             self._tokens = np.asarray(ctx.tokens, dtype=np.int64)
         n = min(self.num_pred_tokens, ctx.budget, ctx.max_depth)
-        chain = find_candidate(
-            self._tokens, self.max_ngram_size, n, self.match, self.require_full
-        )
+        chain = find_candidate(self._tokens, self.max_ngram_size, n, self.match, self.require_full)
         draft = Draft.chain(chain, Source.RETRIEVAL)
         draft.meta["retrieval_found"] = float(bool(chain))
         return draft

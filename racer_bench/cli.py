@@ -32,6 +32,18 @@ def check_group_choices(argv: list[str], conf_dir: Path = CONF_DIR) -> None:
                 raise ConfigError(f"{key}={name}: unknown {key}; choose one of: {', '.join(valid)}")
 
 
+def find_config_error(error: BaseException) -> ConfigError | None:
+    """The ConfigError behind ``error`` (Hydra wraps errors raised while instantiating)."""
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        if isinstance(current, ConfigError):
+            return current
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return None
+
+
 def _choices() -> dict[str, Any]:
     try:
         return dict(HydraConfig.get().runtime.choices)
@@ -46,8 +58,11 @@ def _hydra_main(cfg: DictConfig) -> float | None:
     try:
         run_dir = Path(HydraConfig.get().runtime.output_dir)
         summary = run(cfg, run_dir, _choices())
-    except ConfigError as error:
-        print(f"error: {error}", file=sys.stderr)
+    except Exception as error:
+        config_error = find_config_error(error)
+        if config_error is None:
+            raise
+        print(f"error: {config_error}", file=sys.stderr)
         sys.exit(2)
     print_summary(summary)
     print(f"run folder: {summary['run_dir']}")

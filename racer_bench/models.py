@@ -68,7 +68,7 @@ def load_hf(
 
 
 def _looks_local(path: str) -> bool:
-    return path.startswith((".", "/", "~")) or os.sep in path and Path(path).exists()
+    return path.startswith((".", "/", "~")) or (os.sep in path and Path(path).exists())
 
 
 def cached_gguf(gguf_path: Path, cache_dir: Path) -> Path:

@@ -25,7 +25,9 @@ STEP_KEYS = ("n_draft", "depth", "n_accepted", "n_committed", "t_draft", "t_veri
 
 def generation_record(result: GenerationResult) -> dict[str, Any]:
     """A JSON-ready turn: tokens, text, timings and column-wise step counters."""
-    steps: dict[str, list[Any]] = {key: [getattr(s, key) for s in result.steps] for key in STEP_KEYS}
+    steps: dict[str, list[Any]] = {
+        key: [getattr(s, key) for s in result.steps] for key in STEP_KEYS
+    }
     steps["has_retrieval"] = [int(s.has_retrieval) for s in result.steps]
     steps["accepted_retrieval"] = [
         s.accepted_by_source.get(int(Source.RETRIEVAL), 0) for s in result.steps
@@ -116,4 +118,3 @@ def manifest(fields: dict[str, Any], repo: Path) -> dict[str, Any]:
         "python": platform.python_version(),
         **fields,
     }
-

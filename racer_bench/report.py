@@ -26,7 +26,9 @@ def fmt(value: Any, pattern: str) -> str:
 
 def summary_table(summary: dict[str, Any]) -> Table:
     """One row overall, then one row per category when the task has several."""
-    table = Table(title=f"{summary.get('n_prompts', 0)} prompts ({summary.get('n_failed', 0)} failed)")
+    table = Table(
+        title=f"{summary.get('n_prompts', 0)} prompts ({summary.get('n_failed', 0)} failed)"
+    )
     table.add_column("")
     for _, label, _ in HEADLINE:
         table.add_column(label, justify="right")

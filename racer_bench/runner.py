@@ -141,7 +141,9 @@ def run_manifest(setup: Setup, choices: dict[str, str]) -> dict[str, Any]:
             "device": R.device_name(setup.target.device),
             "seed": cfg.seed,
             "max_new_tokens": setup.max_new_tokens,
-            "persist_across_prompts": bool(getattr(method.drafter, "persist_across_prompts", False)),
+            "persist_across_prompts": bool(
+                getattr(method.drafter, "persist_across_prompts", False)
+            ),
             "deterministic": torch.are_deterministic_algorithms_enabled(),
             "started": time.strftime("%Y-%m-%dT%H:%M:%S"),
             "config": OmegaConf.to_container(cfg, resolve=True),
@@ -190,7 +192,7 @@ def safe_run_prompt(setup: Setup, prompt: Prompt, index: int) -> dict[str, Any]:
         return run_prompt(setup, prompt, index)
     except (KeyboardInterrupt, ConfigError):
         raise
-    except Exception as error:  # noqa: BLE001 - recorded, never turned into a fake answer
+    except Exception as error:
         return failed_record(prompt, index, error)
 
 

@@ -42,7 +42,7 @@ def run_python(program: str, timeout_s: float = 10.0) -> tuple[bool, str]:
                 stdin=subprocess.DEVNULL,
                 capture_output=True,
                 timeout=timeout_s,
-                preexec_fn=lambda: _limit_resources(cpu),  # noqa: PLW1509 - no threads here
+                preexec_fn=lambda: _limit_resources(cpu),
                 check=False,
             )
         except subprocess.TimeoutExpired:

@@ -27,6 +27,7 @@ class StopRule:
     max_new_tokens: int
     stop_strings: Sequence[str] = ()
     decode: Callable[[list[int]], str] | None = None
+
     def cut(self, generated: list[int], new: list[int]) -> tuple[int, str | None]:
         """How many of ``new`` to keep after ``generated``, and why generation ends (or None)."""
         keep, reason = len(new), None

@@ -2,23 +2,46 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any, ClassVar
 
 from racer_bench.sandbox import run_python
 from racer_bench.tasks.base import Prompt, Task
 
-INSTRUCTION = "Complete the following Python function.\n```python\n{prompt}```"
-RESPONSE_PREFIX = "```python\n{prompt}"
+INSTRUCTION = (
+    "Write the complete Python function below. Reply with one ```python code block.\n"
+    "```python\n{prompt}```"
+)
+CODE_BLOCK = re.compile(r"```(?:python|py)?[ \t]*\n(.*?)(?:```|\Z)", re.DOTALL)
+
+
+def extract_code(answer: str) -> str | None:
+    """The first fenced code block of a chat answer (an unclosed block runs to the end)."""
+    match = CODE_BLOCK.search(answer)
+    return match.group(1) if match else None
+
+
+def program_for(prompt_code: str, answer: str, chat: bool) -> str:
+    """The module to execute: the prompt (imports, signature) plus the model's code.
+
+    Completion answers continue the prompt. Chat answers restate the function in a code block;
+    it is appended after the prompt, so the prompt's imports stay and the model's definition
+    replaces the stub. A chat answer without a block is taken as a bare continuation.
+    """
+    code = extract_code(answer) if chat else None
+    if code is None:
+        return prompt_code + answer
+    return f"{prompt_code}    pass\n\n{code}"
 
 
 class HumanEvalTask(Task):
-    """Code generation: the model continues the function signature.
+    """Code generation from the 164 HumanEval signatures + docstrings.
 
-    ``prompt_style=completion`` (base models) feeds the raw prompt. ``chat`` (instruct models)
-    asks for the completion through the model's chat template and pre-fills the answer with
-    the prompt inside a code fence (the "response prefix" habit of instruct-model HumanEval
-    harnesses), so the model continues the function body instead of explaining it; a closing
-    fence then ends the answer.
+    ``prompt_style=completion`` (base models) feeds the raw prompt and the model continues the
+    function body; the stop strings end it at the next top-level statement. ``chat`` (instruct
+    models, the default) asks through the model's own chat template for the complete function
+    in a code block; the block is extracted for scoring. (Pre-filling the answer with the
+    signature, the other common habit, made SmolLM2-135M close the fence at once.)
     """
 
     name: ClassVar[str] = "humaneval"
@@ -26,8 +49,8 @@ class HumanEvalTask(Task):
 
     def __init__(self, execute: bool = True, timeout_s: float = 10.0, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        if self.prompt_style == "chat":
-            self.stop_strings = [*self.stop_strings, "\n```"]
+        if self.prompt_style == "chat":  # top-level stop strings would cut the chat answer
+            self.stop_strings = []
         self.execute = execute
         self.timeout_s = timeout_s
 
@@ -50,13 +73,13 @@ class HumanEvalTask(Task):
             return tokenizer.encode(code, add_special_tokens=True)
         messages = [{"role": "user", "content": INSTRUCTION.format(prompt=code)}]
         text = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
-        text += RESPONSE_PREFIX.format(prompt=code)
         return tokenizer.encode(text, add_special_tokens=False)
 
     def score(self, prompt: Prompt, outputs: list[str]) -> dict[str, float]:
         if not self.execute:
             return {}
         ref = prompt.reference
-        program = f"{prompt.turns[0]}{outputs[0]}\n\n{ref['test']}\n\ncheck({ref['entry_point']})\n"
+        code = program_for(prompt.turns[0], outputs[0], self.prompt_style == "chat")
+        program = f"{code}\n\n{ref['test']}\n\ncheck({ref['entry_point']})\n"
         passed, _ = run_python(program, timeout_s=self.timeout_s)
         return {"pass@1": float(passed)}

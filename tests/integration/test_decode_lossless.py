@@ -21,7 +21,9 @@ SHAPES = {
 def test_oracle_shapes_are_lossless(tiny_target, shape, prompt_bytes):
     prompt = list(prompt_bytes)
     expected = ar_tokens(tiny_target, prompt, max_new_tokens=40)
-    drafter = OracleDrafter(expected, len(prompt), vocab_size=tiny_target.vocab_size, **SHAPES[shape])
+    drafter = OracleDrafter(
+        expected, len(prompt), vocab_size=tiny_target.vocab_size, **SHAPES[shape]
+    )
     result = run_generate(tiny_target, drafter, prompt, max_new_tokens=40)
     assert result.tokens == expected
     if shape == "deep_chain":  # a perfect drafter commits depth + 1 tokens per step
