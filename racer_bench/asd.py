@@ -119,7 +119,7 @@ def node_scores(draft: Draft, logits: torch.Tensor) -> tuple[list[float], list[b
         logits: FloatTensor[N+1, V]; row ``p + 1`` is the prediction the node below ``p`` faces.
     """
     rows = draft.parents.to(logits.device) + 1
-    top, argmax = logits.max(dim=-1)
+    top, argmax = logits.amax(dim=-1), logits.argmax(dim=-1)
     drafted = logits[rows, draft.tokens.to(logits.device)]
     regrets = (top[rows] - drafted).clamp_min(0).tolist()
     mismatched = (argmax[rows] != draft.tokens.to(logits.device)).tolist()
