@@ -233,3 +233,12 @@ def test_sweep_grid_composes_and_every_point_instantiates(compose_cfg):
         assert verifier.strict == (verifier.budget == 0)
     cfg = compose_cfg("verifier=asd", *overrides)  # one full composition through Hydra
     assert instantiate(cfg.verifier).cap == int(point[-1])
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_cuda_logits_match_cpu():
+    draft = tree([2, 5, 3, 4], [-1, 0, 0, 2])
+    logits = rows((1, {2: 0.6}), (0, {5: 9.0, 3: 0.1}), (0, {}), (4, {}), (0, {}))
+    got = [ASDVerifier(gate=0.5).verify(draft, logits.to(d), RNG) for d in ("cpu", "cuda")]
+    assert got[0] == got[1] and got[0].n_relaxed == 2

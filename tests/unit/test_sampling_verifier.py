@@ -251,3 +251,17 @@ def test_config_instantiates(compose_cfg):
     verifier = instantiate(cfg.verifier)
     assert isinstance(verifier, SamplingVerifier) and verifier.lossless
     assert (verifier.temperature, verifier.top_k, verifier.top_p) == (0.5, 7, 1.0)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_cuda_logits_with_cpu_generator_match_cpu():
+    """The loop's generator lives on the CPU; logits (and q) may live on the GPU."""
+    draft = tree([1, 2, 3, 0], [-1, -1, 0, 0], [0, 0, 1, PM])
+    logits = TARGET[[0, 1, 2, 3, 0]]
+    verifier = SamplingVerifier(temperature=0.9, top_p=0.95)
+    results = []
+    for device in ("cpu", "cuda"):
+        g = torch.Generator().manual_seed(3)
+        results.append([verifier.verify(draft, logits.to(device), g) for _ in range(200)])
+    assert results[0] == results[1]
