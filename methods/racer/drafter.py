@@ -1,0 +1,241 @@
+"""RACER: retrieval tree (Aho-Corasick automaton) + copy-logit tree, merged into one draft.
+
+Paper: Zhang, Li, Zhang, Wang, Zhao, "RACER: Retrieval-Augmented Contextual Rapid Speculative
+Decoding", Findings of ACL 2026 (arXiv 2604.14885). Reference code: hkr04/RACER @fc494a3
+(``racer/automaton/src/automaton.cpp``, ``racer/model/racer_model.py``). Behaviour followed,
+per step:
+
+1. Retrieval tree: the automaton's states that are suffixes of the context are looked up for
+   a child labelled with the root token; those of depth >= ``min_depth`` are borders. Their
+   subtrees are searched BFS, keeping the ``capacity`` most frequent nodes, and merged into one
+   trie (``Source.RETRIEVAL``).
+2. Logits tree: the remaining budget grows a breadth-halving tree from the TokenBin rows
+   (``Source.LOGITS``, ``Draft.rank`` = index in the reused top-k row), merged into the same
+   trie: a node already present costs nothing.
+3. Update: TokenBin rows for every verified node (accepted or not), the ``ngram`` windows ending
+   at the root and at each accepted token, and (``fail_links=lazy``) the automaton state.
+
+Conventions and deviations, all configurable where they matter:
+
+* ``capacity`` counts draft nodes below the root; the reference's ``max_num_draft=64`` counts
+  the root, so the default 63 gives the same 64-token verification forward (and the
+  logits-only tree the same 8/12/17/18/8 nodes per depth). The reference also charges every
+  border (a copy of the root) and every duplicate path to the budget; here the budget is
+  spent on distinct nodes only, so the tree is always filled when the logits tree can grow.
+* ``fail_links="exact"`` (default) follows the paper's Aho-Corasick semantics; ``"lazy"``
+  reproduces the reference code, whose links collapse to the root during decoding (see
+  :mod:`methods.racer.automaton`). Exact is the default because it is the algorithm the
+  paper describes, it finds every matching suffix rather than only the current state's, and
+  it costs the same (~50 dict look-ups per step).
+* ``logit_source="last"`` is the paper's last-logit ablation: a node's children come from the
+  logits that *predicted* that token (for the root, ``ctx.root_topk``, the target's top-k at
+  the root's own position) instead of the logits recorded *after* its latest occurrence. Since
+  those logits rank the token itself first, that entry is skipped (as LogitSpec skips the next
+  token); the table is one column wider so ``max_breadth`` candidates remain.
+* ``persist_across_prompts``: the reference keeps the automaton and TokenBin for the whole
+  process; the default here rebuilds them for every prompt, so results do not depend on order.
+* Rows the target never wrote are not expanded (the reference proposes token 0 from them); a
+  verified token's row prefers its accepted occurrence over rejected siblings (the reference
+  lets the last node in BFS order win).
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+import numpy as np
+import torch
+
+from methods.racer.automaton import FAIL_LINKS, Automaton
+from methods.racer.logits_tree import HALVING, TokenBin, grow_logits_tree
+from racer_bench.drafter import DrafterNeeds
+from racer_bench.structs import Draft, DraftContext, Feedback, Source
+from racer_bench.tree import TrieBuilder
+
+
+class RacerDrafter:
+    """Retrieval-augmented logits tree drafter (see the module docstring)."""
+
+    name: ClassVar[str] = "racer"
+    version: ClassVar[str] = "1"
+
+    def __init__(
+        self,
+        vocab_size: int,
+        capacity: int = 63,
+        ngram: int = 10,
+        max_nodes: int = 10000,
+        max_breadth: int = 8,
+        min_depth: int = 2,
+        retrieval: bool = True,
+        logits: bool = True,
+        logit_source: str = "copy",
+        lru: bool = True,
+        fail_links: str = "exact",
+        halving: str = "reference",
+        persist_across_prompts: bool = False,
+    ) -> None:
+        _check_args(logit_source, fail_links, halving, ngram, max_nodes, lru, max_breadth)
+        self.capacity = capacity
+        self.ngram = ngram
+        self.max_breadth = max_breadth
+        self.logit_source = logit_source
+        self.halving = halving
+        self.persist = persist_across_prompts
+        width = max_breadth + (logit_source == "last")
+        self.needs = DrafterNeeds(topk=width if logits else 0, prefill_topk=logits)
+        self.automaton = Automaton(max_nodes, min_depth, lru, fail_links) if retrieval else None
+        self.token_bin = TokenBin(vocab_size, width) if logits else None
+        self._tokens: list[int] = []
+        self._next_window = 0  # start of the next ngram window to insert
+        self._pending_state: int | None = None
+
+    # ----------------------------------------------------------------- protocol
+    def reset(self, prompt_ids: list[int], prompt_topk: torch.Tensor | None) -> None:
+        if not self.persist:
+            if self.automaton is not None:
+                self.automaton.clear()
+            if self.token_bin is not None:
+                self.token_bin.clear()
+        self._tokens = list(prompt_ids)
+        self._next_window = 0
+        self._pending_state = None
+        if self.automaton is not None:
+            self._insert_windows(len(self._tokens))
+            if self.automaton.fail_links == "lazy":
+                self.automaton.build()
+        if self.token_bin is not None and prompt_topk is not None:
+            topk = prompt_topk.cpu().numpy()
+            ids = np.asarray(prompt_ids, dtype=np.int64)
+            if self.logit_source == "copy":
+                self.token_bin.update(ids, topk)
+            else:  # row of token i+1 = the logits that predicted it
+                self.token_bin.update(ids[1:], topk[:-1])
+
+    def propose(self, ctx: DraftContext) -> Draft:
+        if len(ctx.tokens) != len(self._tokens):  # driven without update(): resynchronise
+            self._tokens = list(ctx.tokens)
+            if self.automaton is not None:
+                self._insert_windows(len(self._tokens) - 1)
+        budget = min(self.capacity, ctx.budget)
+        builder = TrieBuilder(budget)
+        meta: dict[str, float] = {}
+        if budget > 0 and ctx.max_depth > 0:
+            if self.automaton is not None:
+                self._retrieve(builder, ctx, meta)
+            if self.token_bin is not None:
+                self._grow_logits(builder, ctx, meta)
+        return builder.build(meta)
+
+    def update(self, fb: Feedback) -> None:
+        if self.token_bin is not None and fb.node_topk is not None:
+            self._record_step(fb)
+        self._tokens.extend(fb.committed)
+        automaton = self.automaton
+        if automaton is None:
+            return
+        lazy = automaton.fail_links == "lazy"
+        if lazy and self._pending_state is not None:
+            automaton.state = self._pending_state  # the root has been consumed
+        self._pending_state = None
+        self._insert_windows(len(self._tokens) - 1)  # the new root waits for the next step
+        if lazy:
+            automaton.advance(fb.committed[:-1])
+
+    # ----------------------------------------------------------------- drafting
+    def _retrieve(self, builder: TrieBuilder, ctx: DraftContext, meta: dict[str, float]) -> None:
+        """Add the retrieval tree below the root; fills retrieval counters in ``meta``."""
+        automaton = self.automaton
+        assert automaton is not None
+        if automaton.fail_links == "exact":
+            chain = automaton.suffix_chain(ctx.tokens[-self.ngram : -1])
+        else:
+            chain = automaton.lazy_chain()
+        borders, self._pending_state = automaton.borders(ctx.root, chain)
+        selected = automaton.select(borders, builder.capacity, ctx.max_depth)
+        index = dict.fromkeys(borders, -1)
+        parent_of, token_of = automaton.parent, automaton.token
+        for node in selected:
+            parent = index.get(parent_of[node])
+            if parent is None:
+                continue
+            added = builder.add(parent, token_of[node], Source.RETRIEVAL)
+            if added >= 0:
+                index[node] = added
+        meta["retrieval_found"] = float(len(builder) > 0)
+        meta["retrieval_nodes"] = float(len(builder))
+        meta["borders"] = float(len(borders))
+        meta["automaton_nodes"] = float(len(automaton))
+
+    def _grow_logits(self, builder: TrieBuilder, ctx: DraftContext, meta: dict[str, float]) -> None:
+        """Fill the remaining budget with the logits tree."""
+        token_bin = self.token_bin
+        assert token_bin is not None
+        last = self.logit_source == "last"
+        if last and ctx.root_topk is not None:
+            token_bin.update(np.asarray([ctx.root]), ctx.root_topk.cpu().numpy()[None])
+        meta["logits_nodes"] = float(
+            grow_logits_tree(
+                builder,
+                ctx.root,
+                token_bin.row,
+                builder.capacity - len(builder),
+                ctx.max_depth,
+                self.max_breadth,
+                self.halving,
+                skip_self=last,
+            )
+        )
+
+    # ----------------------------------------------------------------- learning
+    def _insert_windows(self, end: int) -> None:
+        """Insert every full ``ngram`` window of ``self._tokens[:end]`` not inserted yet."""
+        automaton, tokens, n = self.automaton, self._tokens, self.ngram
+        assert automaton is not None
+        for start in range(self._next_window, end - n + 1):
+            automaton.insert(tokens[start : start + n])
+        self._next_window = max(self._next_window, end - n + 1)
+
+    def _record_step(self, fb: Feedback) -> None:
+        """TokenBin rows from one verification; the accepted path is written last (wins)."""
+        assert self.token_bin is not None and fb.node_topk is not None
+        topk = fb.node_topk.cpu().numpy()
+        nodes = fb.draft.tokens.numpy()
+        accepted = fb.accepted
+        done = set(accepted)
+        rejected = [i for i in range(len(nodes)) if i not in done]
+        if self.logit_source == "copy":  # row of a token = the logits after it
+            pos = np.asarray([i + 1 for i in rejected] + [0] + [i + 1 for i in accepted])
+            keys = np.concatenate([[self._tokens[-1]], nodes])[pos]
+            self.token_bin.update(keys, topk[pos])
+            return
+        parents = fb.draft.parents.numpy()  # last: row of a token = the logits that predicted it
+        order = np.asarray(rejected + list(accepted), dtype=np.int64)
+        last_pos = accepted[-1] + 1 if accepted else 0
+        keys = np.concatenate([nodes[order], [fb.committed[-1]]])
+        rows = np.concatenate([topk[parents[order] + 1], topk[last_pos : last_pos + 1]])
+        self.token_bin.update(keys, rows)
+
+
+def _check_args(
+    logit_source: str,
+    fail_links: str,
+    halving: str,
+    ngram: int,
+    max_nodes: int,
+    lru: bool,
+    max_breadth: int,
+) -> None:
+    """Raise ValueError for a configuration RACER cannot run."""
+    if logit_source not in ("copy", "last"):
+        raise ValueError(f"method.logit_source={logit_source}: allowed values are copy, last")
+    if fail_links not in FAIL_LINKS:
+        raise ValueError(f"method.fail_links={fail_links}: allowed values are exact, lazy")
+    if halving not in HALVING:
+        raise ValueError(f"method.halving={halving}: allowed values are reference, paper")
+    if ngram < 2:
+        raise ValueError(f"method.ngram={ngram}: must be >= 2")
+    if lru and max_nodes <= ngram + 1:
+        raise ValueError(f"method.max_nodes={max_nodes}: must exceed ngram + 1 with lru")
+    if max_breadth < 1:
+        raise ValueError(f"method.max_breadth={max_breadth}: must be >= 1")
