@@ -1,0 +1,370 @@
+"""Figures drawn from run records (through :mod:`racer_bench.frames`); PNG and PDF.
+
+Every function takes a tidy frame and returns a matplotlib ``Figure`` built without pyplot,
+so scripts, the notebook and the W&B logger share them and no global state is touched:
+
+* :func:`speedup_mat_bars`: speedup and MAT per method x task, bootstrap 95 % CIs;
+* :func:`category_bars`: the same per Spec-Bench category (8 MT-Bench ones = multi_turn);
+* :func:`accept_hist`: steps by accepted draft tokens, per method;
+* :func:`retrieval_bars`: retrieval hit rate and accept share;
+* :func:`rank_distribution`: accepted logits-tree nodes by copied top-k rank (RACER's
+  copy-logit vs last-logit analysis);
+* :func:`capacity_curves`: speedup and MAT vs draft capacity;
+* :func:`asd_frontier`: ASD throughput gain vs accuracy delta over (B, g, M), Pareto marked.
+
+:func:`all_figures` draws every figure the loaded runs have data for.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+
+from racer_bench import frames as F
+
+SPEC_BENCH_GROUPS = ("multi_turn", "translation", "summarization", "qa", "math_reasoning", "rag")
+PALETTE = ("#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860", "#da8bc3",
+           "#8c8c8c", "#ccb974", "#64b5cd")  # fmt: skip
+WIDTH = 8.0  # inches; PNGs stay small at the default dpi
+
+
+def colors(labels: Sequence[str]) -> dict[str, str]:
+    """A stable colour per label, in order of first appearance."""
+    unique = list(dict.fromkeys(labels))
+    return {label: PALETTE[i % len(PALETTE)] for i, label in enumerate(unique)}
+
+
+def context_line(df: pd.DataFrame) -> str:
+    """``model · dtype · device · max_new_tokens`` of the runs behind a figure."""
+    parts = []
+    for key, fmt in (("model", "{}"), ("dtype", "{}"), ("device", "{}"),
+                     ("max_new_tokens", "max_new_tokens {}")):  # fmt: skip
+        if key in df:
+            values = sorted({str(v) for v in df[key].dropna()})
+            if values:
+                parts.append(fmt.format("/".join(values)))
+    return " · ".join(parts)
+
+
+def task_name(task: str) -> str:
+    return F.TASK_NAMES.get(task, task)
+
+
+def _errors(df: pd.DataFrame, value: str) -> np.ndarray | None:
+    """Asymmetric error bars ``[2, n]`` from ``<stem>_ci_low/high`` columns (None if absent)."""
+    low, high = f"{value}_ci_low", f"{value}_ci_high"
+    if low not in df or high not in df or df[[low, high]].isna().all().all():
+        return None
+    err = np.vstack([df[value] - df[low], df[high] - df[value]]).astype(float)
+    return np.nan_to_num(np.clip(err, 0, None))
+
+
+def grouped_bars(
+    ax: Axes, df: pd.DataFrame, group: str, value: str, groups: Sequence[str], scale: float = 1.0
+) -> None:
+    """Bars of ``value`` per ``group`` (x) and ``label`` (colour), with CI whiskers.
+
+    Args:
+        df: one row per (group, label); ``<value>_ci_low/high`` columns give the whiskers.
+        groups: x order; scale: multiplies values (e.g. 100 for percentages).
+    """
+    labels = list(dict.fromkeys(df["label"]))
+    palette = colors(labels)
+    width = 0.8 / max(len(labels), 1)
+    for i, label in enumerate(labels):
+        rows = df[df["label"] == label].set_index(group).reindex(groups)
+        x = np.arange(len(groups)) + (i - (len(labels) - 1) / 2) * width
+        err = _errors(rows, value)
+        err = None if err is None else err * scale
+        ax.bar(x, rows[value] * scale, width, label=label, color=palette[label], yerr=err,
+               capsize=2, error_kw={"lw": 0.8})  # fmt: skip
+    ax.set_xticks(np.arange(len(groups)))
+    ax.set_xticklabels([g.replace("_", " ") for g in groups], rotation=20 if len(groups) > 3 else 0)
+    ax.grid(axis="y", alpha=0.3)
+    ax.set_axisbelow(True)
+
+
+def _finish(fig: Figure, title: str, df: pd.DataFrame, legend_ax: Axes | None = None) -> Figure:
+    """Title with the run context, one legend below the axes, tight layout."""
+    fig.suptitle(f"{title}\n{context_line(df)}", fontsize=9)
+    ax = legend_ax or fig.axes[0]
+    handles, labels = ax.get_legend_handles_labels()
+    if handles:
+        ncol = min(len(labels), 3)
+        fig.legend(handles, labels, loc="lower center", ncol=ncol, fontsize=8, frameon=False)
+        rows = -(-len(labels) // ncol)
+        fig.tight_layout(rect=(0, 0.04 + 0.05 * rows, 1, 1))
+    else:
+        fig.tight_layout()
+    return fig
+
+
+def speedup_mat_bars(runs_df: pd.DataFrame) -> Figure:
+    """Speedup over AR and MAT per method (colour) and task (x), bootstrap 95 % CIs.
+
+    Args:
+        runs_df: :func:`racer_bench.frames.runs_frame` (runs without an AR baseline are dropped).
+    """
+    df = runs_df.dropna(subset=["speedup"]) if "speedup" in runs_df else runs_df.iloc[:0]
+    if df.empty:
+        raise ValueError("no run with an AR baseline (baseline=same_run) to draw speedups from")
+    tasks = list(dict.fromkeys(df["task"]))
+    df = df.assign(task=df["task"].map(task_name))
+    groups = [task_name(t) for t in tasks]
+    fig = Figure(figsize=(WIDTH, 3.8))
+    ax_speed, ax_mat = fig.subplots(1, 2)
+    grouped_bars(ax_speed, df, "task", "speedup", groups)
+    ax_speed.axhline(1.0, color="black", lw=0.8, ls="--")
+    ax_speed.set_ylabel("speedup over AR (×, wall time)")
+    grouped_bars(ax_mat, df, "task", "mat", groups)
+    ax_mat.axhline(1.0, color="black", lw=0.8, ls="--")
+    ax_mat.set_ylabel("MAT τ (tokens per target forward)")
+    return _finish(fig, "Speedup and mean accepted tokens (bars: bootstrap 95% CI)", df)
+
+
+def category_bars(categories_df: pd.DataFrame, runs_df: pd.DataFrame | None = None) -> Figure:
+    """Speedup (top) and MAT (bottom) per Spec-Bench category, one colour per method.
+
+    Args:
+        categories_df: :func:`racer_bench.frames.categories_frame` of Spec-Bench runs.
+        runs_df: optional, only for the model/hardware line of the title.
+    """
+    df = categories_df[categories_df["task"] == "spec_bench"]
+    if df.empty or df["category"].nunique() < 2 or "speedup" not in df:
+        raise ValueError("no Spec-Bench run with several categories and an AR baseline")
+    present = set(df["category"])
+    groups = [g for g in SPEC_BENCH_GROUPS if g in present] + sorted(
+        present - set(SPEC_BENCH_GROUPS)
+    )
+    fig = Figure(figsize=(WIDTH, 5.6))
+    ax_speed, ax_mat = fig.subplots(2, 1, sharex=True)
+    grouped_bars(ax_speed, df, "category", "speedup", groups)
+    ax_speed.axhline(1.0, color="black", lw=0.8, ls="--")
+    ax_speed.set_ylabel("speedup over AR (×)")
+    grouped_bars(ax_mat, df, "category", "mat", groups)
+    ax_mat.set_ylabel("MAT τ (tokens / forward)")
+    ax_mat.set_xlabel("Spec-Bench category (multi turn = the 8 MT-Bench categories)")
+    context = runs_df if runs_df is not None else df
+    return _finish(fig, "Spec-Bench per category (bootstrap 95% CI)", context)
+
+
+def _task_axes(fig: Figure, tasks: Sequence[str]) -> list[Axes]:
+    """One panel per task, side by side, sharing the y axis."""
+    axes = fig.subplots(1, len(tasks), sharey=True, squeeze=False)[0]
+    for ax, task in zip(axes, tasks, strict=True):
+        ax.set_title(task_name(task), fontsize=9)
+    return list(axes)
+
+
+def accept_hist(hist_df: pd.DataFrame, runs_df: pd.DataFrame | None = None) -> Figure:
+    """Share of steps by accepted draft tokens (bonus excluded), per method, one panel per task.
+
+    Args:
+        hist_df: :func:`racer_bench.frames.hist_frame`.
+        runs_df: optional, only for the model/hardware line of the title.
+    """
+    if hist_df.empty:
+        raise ValueError("no steps to histogram")
+    tasks = list(dict.fromkeys(hist_df["task"]))
+    fig = Figure(figsize=(WIDTH, 3.4))
+    axes = _task_axes(fig, tasks)
+    for ax, task in zip(axes, tasks, strict=True):
+        df = hist_df[hist_df["task"] == task]
+        counts = [str(c) for c in range(int(df["n_accepted"].max()) + 1)]
+        df = df.assign(n_accepted=df["n_accepted"].astype(str))
+        grouped_bars(ax, df, "n_accepted", "share", counts, scale=100)
+        ax.set_xticklabels(counts, rotation=0)
+        ax.set_xlabel("accepted draft tokens per step")
+    axes[0].set_ylabel("share of steps (%)")
+    legend_ax = max(axes, key=lambda a: len(a.get_legend_handles_labels()[1]))
+    title = "Accepted length per verification step (bonus token excluded)"
+    return _finish(fig, title, runs_df if runs_df is not None else hist_df, legend_ax)
+
+
+def retrieval_bars(runs_df: pd.DataFrame) -> Figure:
+    """Retrieval hit rate (steps whose draft holds a retrieved node) and accept share.
+
+    Args:
+        runs_df: :func:`racer_bench.frames.runs_frame`; methods without retrieval are dropped.
+    """
+    df = runs_df.dropna(subset=["retrieval_hit_rate"])
+    df = df[df["retrieval_hit_rate"] > 0]
+    if df.empty:
+        raise ValueError("no run whose drafts hold retrieval-sourced nodes")
+    groups = [task_name(t) for t in dict.fromkeys(df["task"])]
+    df = df.assign(task=df["task"].map(task_name))
+    fig = Figure(figsize=(WIDTH, 3.6))
+    ax_hit, ax_share = fig.subplots(1, 2)
+    grouped_bars(ax_hit, df, "task", "retrieval_hit_rate", groups, scale=100)
+    ax_hit.set_ylabel("retrieval hit rate (% of steps)")
+    grouped_bars(ax_share, df, "task", "retrieval_accept_share", groups, scale=100)
+    ax_share.set_ylabel("retrieved share of accepted tokens (%)")
+    ax_share.set_ylim(0, 105)
+    return _finish(fig, "Retrieval: how often it proposes, and how much of the accepted draft", df)
+
+
+def rank_distribution(ranks_df: pd.DataFrame, runs_df: pd.DataFrame | None = None) -> Figure:
+    """Accepted logits-tree nodes by the top-k rank they were copied from, per variant.
+
+    RACER's analysis: rows copied from a token's latest occurrence (``logit_source=copy``)
+    against the last verified logits (``last``); the legend gives each variant's MAT.
+
+    Args:
+        ranks_df: :func:`racer_bench.frames.ranks_frame`.
+        runs_df: optional, only for the model/hardware line of the title.
+    """
+    if ranks_df.empty:
+        raise ValueError("no run records accepted ranks (Draft.rank)")
+    tasks = list(dict.fromkeys(ranks_df["task"]))
+    fig = Figure(figsize=(WIDTH, 3.4))
+    axes = _task_axes(fig, tasks)
+    df = ranks_df.assign(label=[f"{lab} (MAT {m:.2f})" for lab, m in
+                                zip(ranks_df["label"], ranks_df["mat"], strict=True)])  # fmt: skip
+    for ax, task in zip(axes, tasks, strict=True):
+        sub = df[df["task"] == task]
+        ranks = [str(r) for r in range(int(sub["rank"].max()) + 1)]
+        grouped_bars(ax, sub.assign(rank=sub["rank"].astype(str)), "rank", "share", ranks, 100)
+        ax.set_xticklabels(ranks, rotation=0)
+        ax.set_xlabel("rank in the reused top-k list (0 = top-1)")
+    axes[0].set_ylabel("share of accepted logits-tree nodes (%)")
+    legend_ax = max(axes, key=lambda a: len(a.get_legend_handles_labels()[1]))
+    title = "Which top-k candidates get accepted: copy-logit vs last-logit"
+    return _finish(fig, title, runs_df if runs_df is not None else ranks_df, legend_ax)
+
+
+def capacity_curves(runs_df: pd.DataFrame) -> Figure:
+    """Speedup and MAT against the draft capacity, one line per method (and task).
+
+    Args:
+        runs_df: :func:`racer_bench.frames.runs_frame`; a line needs >= 2 capacities of the
+            same method, task and other hyperparameters.
+    """
+    df = runs_df.dropna(subset=["capacity", "speedup"])
+    df = df.assign(line=df["family"] + " · " + df["task"].map(task_name))
+    df = df[df.groupby("line")["capacity"].transform("nunique") >= 2]
+    if df.empty:
+        raise ValueError("no method run at two or more draft capacities")
+    fig = Figure(figsize=(WIDTH, 3.6))
+    axes = fig.subplots(1, 2)
+    palette = colors(list(df["line"]))
+    for line, rows in df.sort_values("capacity").groupby("line", sort=False):
+        for ax, value in zip(axes, ("speedup", "mat"), strict=True):
+            err = _errors(rows, value)
+            ax.errorbar(rows["capacity"], rows[value], yerr=err, marker="o", ms=4, capsize=2,
+                        color=palette[line], label=line)  # fmt: skip
+    capacities = sorted(df["capacity"].unique())
+    for ax, ylabel in zip(axes, ("speedup over AR (×)", "MAT τ (tokens / forward)"), strict=True):
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(capacities, [f"{c:g}" for c in capacities])
+        ax.set_xlabel("draft capacity (nodes per step)")
+        ax.set_ylabel(ylabel)
+        ax.grid(alpha=0.3)
+    axes[0].axhline(1.0, color="black", lw=0.8, ls="--")
+    return _finish(fig, "Draft capacity: longer trees accept more, but cost more to verify", df)
+
+
+def pareto_front(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Mask of points no other point beats on both ``x`` and ``y`` (higher is better; NaN out).
+
+    Args:
+        x, y: FloatTensor-like [n].
+    Returns:
+        bool array [n].
+    """
+    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    valid = ~(np.isnan(x) | np.isnan(y))
+    front = np.zeros(len(x), dtype=bool)
+    for i in np.flatnonzero(valid):
+        better = valid & (x >= x[i]) & (y >= y[i]) & ((x > x[i]) | (y > y[i]))
+        front[i] = not better.any()
+    return front
+
+
+def asd_label(row: pd.Series) -> str:
+    """``B=8 g=0.25 M=2`` from the verifier columns of a runs-frame row."""
+    parts = [("B", "verifier.budget"), ("g", "verifier.gate"), ("M", "verifier.cap")]
+    return " ".join(f"{short}={row[col]:g}" for short, col in parts if col in row)
+
+
+def _frontier_panel(ax: Axes, df: pd.DataFrame) -> None:
+    """One task's ASD configurations; Pareto points ringed, joined and labelled."""
+    x, y = df["accuracy_delta"].to_numpy() * 100, df["gain_vs_strict"].to_numpy() * 100
+    front = pareto_front(x, y)
+    xerr = _errors(df, "accuracy_delta")
+    ax.errorbar(x, y, xerr=None if xerr is None else xerr * 100, fmt="none", ecolor="#bbbbbb",
+                elinewidth=0.7, zorder=1)  # fmt: skip
+    ax.scatter(x[~front], y[~front], s=18, color=PALETTE[0], alpha=0.6, label="(B, g, M) setting")
+    ax.scatter(x[front], y[front], s=40, color=PALETTE[3], edgecolor="black", zorder=3,
+               label="Pareto-optimal")  # fmt: skip
+    order = np.argsort(x[front])
+    ax.plot(x[front][order], y[front][order], color=PALETTE[3], lw=1, zorder=2)
+    middle = np.nanmean([np.nanmin(x), np.nanmax(x)])
+    for (_, row), xi, yi in zip(df[front].iterrows(), x[front], y[front], strict=True):
+        right = xi > middle  # keep labels inside the panel
+        ax.annotate(asd_label(row), (xi, yi), textcoords="offset points", fontsize=6.5,
+                    xytext=(-4 if right else 4, 4), ha="right" if right else "left")  # fmt: skip
+    ax.axhline(0, color="black", lw=0.6)
+    ax.axvline(0, color="black", lw=0.6)
+    ax.set_xlabel("accuracy delta vs strict (percentage points)")
+    ax.margins(x=0.08, y=0.15)
+    ax.grid(alpha=0.3)
+
+
+def asd_frontier(runs_df: pd.DataFrame) -> Figure:
+    """ASD: throughput gain over strict greedy vs accuracy delta, one point per (B, g, M).
+
+    Args:
+        runs_df: :func:`racer_bench.frames.runs_frame`; rows need ``gain_vs_strict`` and
+            ``accuracy_delta`` (a lossy verifier on a scored task).
+    """
+    needed = {"gain_vs_strict", "accuracy_delta"}
+    if not needed <= set(runs_df.columns):
+        raise ValueError("no lossy-verifier run on a scored task (need gain_vs_strict)")
+    df = runs_df.dropna(subset=sorted(needed))
+    if df.empty:
+        raise ValueError("no lossy-verifier run on a scored task (need gain_vs_strict)")
+    tasks = list(dict.fromkeys(df["task"]))
+    fig = Figure(figsize=(WIDTH, 3.8))
+    axes = _task_axes(fig, tasks)
+    for ax, task in zip(axes, tasks, strict=True):
+        _frontier_panel(ax, df[df["task"] == task])
+    axes[0].set_ylabel("throughput gain vs strict greedy (%)")
+    methods = ", ".join(sorted({F.METHOD_NAMES.get(m, m) for m in df["method"]}))
+    return _finish(fig, f"ASD frontier over budget B, gate g, cap M (drafter: {methods})", df)
+
+
+def all_figures(runs: Sequence[F.Run]) -> dict[str, Figure]:
+    """Every figure the runs have data for, by file stem (figures without data are skipped)."""
+    runs_df = F.runs_frame(runs)
+    makers = {
+        "speedup_mat": lambda: speedup_mat_bars(runs_df),
+        "categories": lambda: category_bars(F.categories_frame(runs), runs_df),
+        "accept_hist": lambda: accept_hist(F.hist_frame(runs), runs_df),
+        "retrieval": lambda: retrieval_bars(runs_df),
+        "accepted_ranks": lambda: rank_distribution(F.ranks_frame(runs), runs_df),
+        "capacity": lambda: capacity_curves(runs_df),
+        "asd_frontier": lambda: asd_frontier(runs_df),
+    }
+    figures = {}
+    for name, make in makers.items():
+        try:
+            figures[name] = make()
+        except ValueError:  # no data for this figure in these runs
+            continue
+    return figures
+
+
+def save_figure(fig: Figure, out_dir: Path | str, name: str,
+                formats: Sequence[str] = ("png", "pdf"), dpi: int = 110) -> list[Path]:  # fmt: skip
+    """Write ``<out_dir>/<name>.<fmt>`` for each format; returns the paths."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = [out / f"{name}.{fmt}" for fmt in formats]
+    for path in paths:
+        fig.savefig(path, dpi=dpi, metadata={"Software": None} if path.suffix == ".png" else None)
+    return paths

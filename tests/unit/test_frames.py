@@ -1,0 +1,266 @@
+"""Run folders -> frames: loading, recomputed summaries, labels, pairing checks.
+
+``write_run`` builds schema-true run folders without a model (records go through
+``records.generation_record``); the plot, table and notebook tests reuse it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from omegaconf import OmegaConf
+
+from racer_bench import frames as F
+from racer_bench import metrics as M
+from racer_bench import records as R
+from racer_bench.structs import GenerationResult, Source, StepRecord
+
+CONF = Path(__file__).resolve().parents[2] / "conf"
+METRICS = {"tiny": "nonempty", "humaneval": "pass@1", "gsm8k": "accuracy", "mgsm_zh": "accuracy"}
+T_FORWARD = 0.05  # seconds per target forward of the fake runs
+
+
+def group_config(group: str, choice: str, changes: dict[str, Any] | None = None) -> dict[str, Any]:
+    """``conf/<group>/<choice>.yaml`` as a dict (interpolations dropped), ``changes`` applied."""
+    raw = OmegaConf.to_container(OmegaConf.load(CONF / group / f"{choice}.yaml"), resolve=False)
+    cfg = {k: v for k, v in raw.items() if not (isinstance(v, str) and "${" in v)}
+    return cfg | (changes or {})
+
+
+def fake_steps(rng: np.random.Generator, n_tokens: int, accept: float, ranks: bool,
+               retrieval: float) -> list[StepRecord]:  # fmt: skip
+    """Steps committing ``n_tokens`` with about ``accept`` accepted draft tokens per step."""
+    steps: list[StepRecord] = []
+    left = n_tokens
+    while left > 0:
+        drafted = 0 if accept == 0 else 8
+        accepted = min(int(rng.poisson(accept)), drafted, left - 1)
+        retrieved = int(rng.random() < retrieval) * accepted
+        steps.append(StepRecord(
+            n_draft=drafted, depth=min(drafted, 4), n_accepted=accepted,
+            n_committed=accepted + 1, accepted_by_source={int(Source.RETRIEVAL): retrieved},
+            has_retrieval=retrieval > 0 and rng.random() < 0.5 + retrieval / 2,
+            t_draft=1e-4, t_verify=T_FORWARD * (1 + drafted / 32), t_update=1e-4,
+            accepted_ranks=[int(rng.geometric(0.5)) - 1 for _ in range(accepted)] if ranks else [],
+        ))  # fmt: skip
+        left -= accepted + 1
+    return steps
+
+
+def fake_turn(tokens: list[int], steps: list[StepRecord]) -> dict[str, Any]:
+    decode = sum(s.t_draft + s.t_verify + s.t_update for s in steps)
+    result = GenerationResult(tokens, "x" * len(tokens), 0.02, decode, steps, "length")
+    return R.generation_record(result)
+
+
+def fake_record(rng: np.random.Generator, index: int, category: str, spec: dict[str, Any]
+                ) -> dict[str, Any]:  # fmt: skip
+    """One ``ok`` prompt line: baseline, method (and strict when ``spec["strict"]``)."""
+    n = int(spec["max_new_tokens"])
+    tokens = rng.integers(0, 200, n).tolist()
+    record: dict[str, Any] = {"id": f"{spec['task']}/{index}", "category": category,
+                              "index": index, "status": "ok"}  # fmt: skip
+    record["baseline"] = {"turns": [fake_turn(tokens, fake_steps(rng, n, 0, False, 0))]}
+    method_tokens = tokens
+    if spec["strict"] and rng.random() < spec["diverge"]:
+        method_tokens = [*tokens[:-1], 201]
+    steps = fake_steps(rng, n, spec["accept"], spec["ranks"], spec["retrieval"])
+    record["method"] = {"turns": [fake_turn(method_tokens, steps)]}
+    record["identical"] = method_tokens == tokens
+    metric = METRICS.get(spec["task"])
+    if metric:
+        record["score"] = {metric: float(rng.random() < spec["quality"])}
+        record["baseline_score"] = {metric: float(rng.random() < 0.5)}
+    if spec["strict"]:
+        strict = fake_steps(rng, n, spec["accept"] * 0.8, spec["ranks"], spec["retrieval"])
+        record["strict"] = {"turns": [fake_turn(tokens, strict)]}
+        record["strict_score"] = {metric: float(rng.random() < 0.5)} if metric else {}
+    return record
+
+
+def write_run(
+    root: Path,
+    name: str,
+    method: str = "pld",
+    task: str = "tiny",
+    categories: Sequence[str] = ("tiny",),
+    n_prompts: int = 4,
+    **kw: Any,
+) -> Path:
+    """A fake run folder ``root/name`` (see ``fake_record`` for the keyword knobs)."""
+    spec = {"task": task, "max_new_tokens": 24, "accept": 1.0, "ranks": False, "retrieval": 0.3,
+            "strict": False, "diverge": 0.5, "quality": 0.5, "seed": 0, "method_cfg": {},
+            "verifier": "greedy", "verifier_cfg": {}, "dtype": "float64", "device": "cpu:test",
+            "started": "2026-01-01T00:00:00", "failed": 0} | kw  # fmt: skip
+    run_dir = Path(root) / name
+    run_dir.mkdir(parents=True)
+    config = {"experiment_name": "test", "max_new_tokens": spec["max_new_tokens"],
+              "method": group_config("method", method, spec["method_cfg"]),
+              "verifier": group_config("verifier", spec["verifier"], spec["verifier_cfg"]),
+              "task": group_config("task", task)}  # fmt: skip
+    fields = {"model": "tiny_random", "model_name": "tiny_random", "method": method,
+              "verifier": spec["verifier"], "lossless": not spec["strict"], "task": task,
+              "dtype": spec["dtype"], "device": spec["device"], "seed": spec["seed"],
+              "max_new_tokens": spec["max_new_tokens"], "started": spec["started"],
+              "config": config}  # fmt: skip
+    R.write_json(run_dir / R.MANIFEST_FILE, R.manifest(fields, run_dir))
+    rng = np.random.default_rng(spec["seed"])
+    for i in range(n_prompts):
+        R.append_prompt(run_dir, fake_record(rng, i, categories[i % len(categories)], spec))
+    for i in range(spec["failed"]):
+        R.append_prompt(run_dir, {"id": f"{task}/f{i}", "category": categories[0],
+                                  "index": n_prompts + i, "status": "failed",
+                                  "error": "RuntimeError: boom"})  # fmt: skip
+    return run_dir
+
+
+SPEC_CATEGORIES = ("writing", "coding", "translation", "qa", "summarization", "rag")
+
+
+@pytest.fixture
+def results(tmp_path: Path) -> Path:
+    """A results folder: PLD and RACER on tiny and Spec-Bench, one RACER ablation."""
+    root = tmp_path / "results"
+    write_run(root / "exp", "0", "pld", accept=0.5)
+    write_run(root / "exp", "1", "racer", accept=1.5, ranks=True, failed=1)
+    write_run(root / "exp", "2", "racer", accept=1.0, ranks=True,
+              method_cfg={"logit_source": "last"})  # fmt: skip
+    write_run(root / "other", "0", "racer", "spec_bench", SPEC_CATEGORIES, 12, accept=1.2)
+    return root
+
+
+def test_load_runs_finds_nested_folders_with_relative_ids(results: Path) -> None:
+    runs = F.load_runs(results)
+    assert sorted(r.run_id for r in runs) == ["exp/0", "exp/1", "exp/2", "other/0"]
+    assert F.load_runs([results / "exp" / "1"])[0].run_id == "1"
+    with pytest.raises(FileNotFoundError):
+        F.load_runs(results / "exp" / "missing")
+
+
+def test_runs_frame_reuses_metric_definitions(results: Path) -> None:
+    runs = F.load_runs(results)
+    df = F.runs_frame(runs).set_index("run_id")
+    for run in runs:
+        row = df.loc[run.run_id]
+        assert row["speedup"] == pytest.approx(M.speedup(run.ok))
+        assert row["mat"] == pytest.approx(M.mat(run.ok))
+        assert row["n_prompts"] == len(run.ok)
+        assert row["mat_ci_low"] <= row["mat"] <= row["mat_ci_high"]
+        assert row["speedup_ci_low"] <= row["speedup"] <= row["speedup_ci_high"]
+    assert df.loc["exp/1", "n_failed"] == 1
+    assert df.loc["exp/0", "score"] == pytest.approx(M.mean_score(runs[0].ok, "nonempty"))
+
+
+def test_labels_name_the_non_default_hyperparameters(results: Path) -> None:
+    df = F.runs_frame(F.load_runs(results)).set_index("run_id")
+    assert df.loc["exp/1", "label"] == "RACER"
+    assert df.loc["exp/2", "label"] == "RACER [logit_source=last]"
+    assert df.loc["exp/2", "method.logit_source"] == "last"
+    assert df.loc["exp/1", "capacity"] == 63
+
+
+def test_family_drops_the_capacity(tmp_path: Path) -> None:
+    write_run(tmp_path, "a", "racer", method_cfg={"capacity": 15, "lru": False})
+    df = F.runs_frame(F.load_runs(tmp_path))
+    assert df.loc[0, "label"] == "RACER [capacity=15, lru=false]"
+    assert df.loc[0, "family"] == "RACER [lru=false]"
+    assert df.loc[0, "capacity"] == 15
+
+
+def test_prompts_frame_has_one_row_per_prompt_line(results: Path) -> None:
+    runs = F.load_runs(results)
+    df = F.prompts_frame(runs)
+    assert len(df) == sum(len(r.records) for r in runs)
+    failed = df[df["status"] == "failed"]
+    assert len(failed) == 1 and math.isnan(failed["speedup"].iloc[0])
+    assert failed["error"].iloc[0].startswith("RuntimeError")
+    spec = df[df["task"] == "spec_bench"]
+    assert set(spec.loc[spec["category"].isin(["writing", "coding"]), "group"]) == {"multi_turn"}
+    assert set(spec.loc[spec["category"] == "qa", "group"]) == {"qa"}
+    run = next(r for r in runs if r.run_id == "exp/0")
+    first = df[(df["run_id"] == "exp/0") & (df["index"] == 0)].iloc[0]
+    assert first["speedup"] == pytest.approx(M.speedup(run.ok[:1]))
+
+
+def test_categories_frame_merges_mt_bench(results: Path) -> None:
+    runs = [r for r in F.load_runs(results) if r.task == "spec_bench"]
+    groups = F.categories_frame(runs).set_index("category")
+    assert set(groups.index) == {"multi_turn", "translation", "qa", "summarization", "rag"}
+    assert groups["n_prompts"].sum() == 12
+    assert groups.loc["multi_turn", "n_prompts"] == 4
+    raw = F.categories_frame(runs, level="category")
+    assert set(raw["category"]) == set(SPEC_CATEGORIES)
+    with pytest.raises(ValueError, match="level"):
+        F.categories_frame(runs, level="task")
+
+
+def test_hist_and_ranks_frames_count_every_step(results: Path) -> None:
+    runs = F.load_runs(results)
+    hist = F.hist_frame(runs)
+    for run in runs:
+        rows = hist[hist["run_id"] == run.run_id]
+        assert dict(zip(rows["n_accepted"], rows["steps"], strict=True)) == (
+            M.acceptance_histogram(run.ok)
+        )
+        assert rows["share"].sum() == pytest.approx(1.0)
+    ranks = F.ranks_frame(runs)
+    assert set(ranks["run_id"]) == {"exp/1", "exp/2"}  # only RACER fakes record ranks
+    run = next(r for r in runs if r.run_id == "exp/1")
+    n_ranks = sum(len(s) for r in run.ok for s in M.step_column(r, "method", "accepted_ranks"))
+    assert ranks[ranks["run_id"] == "exp/1"]["count"].sum() == n_ranks
+
+
+@pytest.mark.parametrize(
+    ("change", "key"),
+    [({"dtype": "float32"}, "dtype"), ({"device": "cuda:H100"}, "device")],
+)
+def test_refuses_to_pair_different_setups(tmp_path: Path, change: dict, key: str) -> None:
+    write_run(tmp_path, "a")
+    write_run(tmp_path, "b", **change)
+    with pytest.raises(F.IncompatibleRunsError, match=key) as info:
+        F.load_runs(tmp_path)
+    assert "a" in str(info.value) and "b" in str(info.value)
+    assert len(F.load_runs(tmp_path, check=False)) == 2
+
+
+def test_max_new_tokens_must_agree_within_a_task_only(tmp_path: Path) -> None:
+    write_run(tmp_path, "a", "pld", "tiny")
+    write_run(tmp_path, "b", "pld", "humaneval", ("humaneval",), max_new_tokens=16)
+    assert len(F.load_runs(tmp_path)) == 2
+    write_run(tmp_path, "c", "racer", "tiny", max_new_tokens=16)
+    with pytest.raises(F.IncompatibleRunsError, match=r"max_new_tokens \(task tiny\)"):
+        F.load_runs(tmp_path)
+
+
+def test_incomplete_runs_are_skipped_unless_asked(tmp_path: Path) -> None:
+    write_run(tmp_path, "a")
+    (write_run(tmp_path, "b") / F.INCOMPLETE_FILE).write_text("stopped\n")
+    assert [r.run_id for r in F.load_runs(tmp_path)] == ["a"]
+    runs = F.load_runs(tmp_path, include_incomplete=True)
+    assert [r.incomplete for r in runs] == [False, True]
+
+
+def test_latest_runs_keeps_the_newest_rerun(tmp_path: Path) -> None:
+    write_run(tmp_path, "old", started="2026-01-01T00:00:00")
+    write_run(tmp_path, "new", started="2026-02-01T00:00:00", seed=1)
+    write_run(tmp_path, "other", "racer")
+    kept = F.latest_runs(F.load_runs(tmp_path))
+    assert sorted(r.run_id for r in kept) == ["new", "other"]
+
+
+def test_asd_runs_carry_strict_comparison(tmp_path: Path) -> None:
+    write_run(tmp_path, "asd", "pld", "gsm8k", ("gsm8k",), 6, verifier="asd", strict=True,
+              verifier_cfg={"budget": 4.0})  # fmt: skip
+    run = F.load_runs(tmp_path)[0]
+    row = F.runs_frame([run]).iloc[0]
+    assert row["label"] == "PLD + ASD [budget=4.0]"
+    assert row["verifier.budget"] == 4.0
+    assert row["gain_vs_strict"] == pytest.approx(M.speedup(run.ok, "method", "strict") - 1)
+    assert row["divergence"] == pytest.approx(1 - M.identical_rate(run.ok, "method", "strict"))
+    prompts = F.prompts_frame([run])
+    assert {"strict_tokens_per_s", "strict_score", "gain_vs_strict"} <= set(prompts.columns)
