@@ -11,6 +11,7 @@ from methods.logitspec import LogitSpecDrafter, candidate_chains, length_for_ran
 from methods.ngram_index import NgramIndex
 from racer_bench.structs import DraftContext, Source
 from racer_bench.tree import node_depths
+from tests.conftest import TINY_PROMPTS, ar_tokens, run_generate
 
 
 def index_of(tokens: list[int], n: int = 3, pred: int = 20) -> NgramIndex:
@@ -194,3 +195,12 @@ def test_update_keeps_the_index_in_step_with_committed_tokens():
     # A context that diverged from what the index saw forces a rebuild.
     drafter.propose(ctx_for([4, 4, 4], [4]))
     assert drafter.index.table == index_of([4, 4, 4]).table
+
+
+@pytest.mark.parametrize("options", [{"merge_prefixes": True}, {"topk": 8, "num_pred_tokens": 5}])
+def test_non_default_options_stay_lossless(tiny_target, options):
+    drafter = LogitSpecDrafter(vocab_size=tiny_target.vocab_size, **options)
+    prompt = list(TINY_PROMPTS[1])
+    result = run_generate(tiny_target, drafter, prompt, max_new_tokens=32)
+    assert result.tokens == ar_tokens(tiny_target, prompt, max_new_tokens=32)
+    assert drafter.needs.topk == options.get("topk", 64)

@@ -18,6 +18,7 @@ from methods.recycling import (
 )
 from racer_bench.structs import Draft, DraftContext, Feedback, Source
 from racer_bench.tree import node_depths
+from tests.conftest import TINY_PROMPTS, ar_tokens, run_generate
 
 
 def ctx_for(tokens: list[int], budget: int = 256, depth: int = 100, topk=None) -> DraftContext:
@@ -163,3 +164,15 @@ def test_topk_narrower_than_the_template_is_rejected():
     with pytest.raises(ValueError, match="topk"):
         TokenRecyclingDrafter(vocab_size=20, topk=4)
     assert TokenRecyclingDrafter(vocab_size=20, topk=4, template="bfs4").capacity == 4
+
+
+@pytest.mark.parametrize(
+    "options", [{"persist_across_prompts": True, "seed_from_prompt": True}, {"template": "bfs16"}]
+)
+def test_non_default_options_stay_lossless(tiny_target, options):
+    drafter = TokenRecyclingDrafter(vocab_size=tiny_target.vocab_size, **options)
+    for prompt_bytes in TINY_PROMPTS[:2]:
+        prompt = list(prompt_bytes)
+        result = run_generate(tiny_target, drafter, prompt, max_new_tokens=32)
+        assert result.tokens == ar_tokens(tiny_target, prompt, max_new_tokens=32)
+    assert drafter.adj.any()  # the matrix learned something
