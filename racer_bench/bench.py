@@ -1,0 +1,149 @@
+"""Interleaved speed comparisons in one process: our loop vs transformers ``generate``.
+
+Used by ``scripts/bench_baseline.py`` and ``scripts/bench_methods.py``. Every contender runs on
+the same prompt back to back before the next prompt starts, so machine noise hits all alike;
+the order of contenders rotates with the prompt index.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from hydra import compose, initialize_config_dir
+from hydra.utils import instantiate
+
+from racer_bench.decode import LoopOptions, generate
+from racer_bench.drafter import Drafter
+from racer_bench.stopping import StopRule
+from racer_bench.target import HFTarget
+from racer_bench.verify import GreedyVerifier
+
+CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
+
+
+@dataclass
+class Tally:
+    """Per-contender totals over prompts."""
+
+    tokens: int = 0
+    seconds: float = 0.0
+    steps: int = 0
+    committed: int = 0
+    draft_seconds: float = 0.0
+    retrieval_steps: int = 0
+    outputs: list[list[int]] = field(default_factory=list)
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.tokens / self.seconds if self.seconds else float("nan")
+
+    @property
+    def mat(self) -> float:
+        return self.committed / self.steps if self.steps else float("nan")
+
+
+Runner = Callable[[list[int]], tuple[list[int], float, list[Any]]]
+
+
+def loop_runner(target: HFTarget, drafter: Drafter, max_new_tokens: int) -> Runner:
+    """Our decode loop with a drafter, greedy; returns (tokens, seconds, steps)."""
+
+    def run(ids: list[int]) -> tuple[list[int], float, list[Any]]:
+        stop = StopRule(target.eos_ids, max_new_tokens)
+        result = generate(target, drafter, GreedyVerifier(), ids, stop, torch.Generator(),
+                          LoopOptions())  # fmt: skip
+        return result.tokens, result.wall_time, result.steps
+
+    return run
+
+
+def hf_runner(target: HFTarget, max_new_tokens: int, **generate_kwargs: Any) -> Runner:
+    """transformers ``generate(do_sample=False, **generate_kwargs)``, timed the same way."""
+    model = target.model
+    eos = sorted(target.eos_ids)
+
+    def run(ids: list[int]) -> tuple[list[int], float, list[Any]]:
+        input_ids = torch.tensor([ids], device=target.device)
+        target.synchronize()
+        start = time.perf_counter()
+        with torch.inference_mode():
+            out = model.generate(
+                input_ids,
+                attention_mask=torch.ones_like(input_ids),
+                max_new_tokens=max_new_tokens,
+                do_sample=False,
+                eos_token_id=eos,
+                pad_token_id=eos[0],
+                **generate_kwargs,
+            )
+        target.synchronize()
+        return out[0, len(ids) :].tolist(), time.perf_counter() - start, []
+
+    return run
+
+
+def method_drafter(method: str, vocab_size: int, overrides: Sequence[str] = ()) -> Drafter:
+    """A drafter from ``conf/method/<method>.yaml`` with Hydra overrides (``capacity=16``)."""
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        cfg = compose("config", [f"method={method}", *(f"method.{o}" for o in overrides)])
+    return instantiate(cfg.method)(vocab_size=vocab_size)
+
+
+def interleave(
+    runners: dict[str, Runner], prompts: Sequence[list[int]], progress: bool = True
+) -> dict[str, Tally]:
+    """Run every contender on every prompt, rotating the order; return the totals."""
+    from tqdm.auto import tqdm
+
+    tallies = {name: Tally() for name in runners}
+    names = list(runners)
+    for index, ids in enumerate(tqdm(prompts, disable=not progress, unit="prompt")):
+        shift = index % len(names)
+        for name in names[shift:] + names[:shift]:
+            tokens, seconds, steps = runners[name](ids)
+            tally = tallies[name]
+            tally.tokens += len(tokens)
+            tally.seconds += seconds
+            tally.outputs.append(tokens)
+            tally.steps += len(steps)
+            tally.committed += sum(s.n_committed for s in steps)
+            tally.draft_seconds += sum(s.t_draft + s.t_update for s in steps)
+            tally.retrieval_steps += sum(s.has_retrieval for s in steps)
+    return tallies
+
+
+def identical_count(tally: Tally, reference: Tally) -> int:
+    """Prompts whose output equals the reference's, token for token."""
+    return sum(a == b for a, b in zip(tally.outputs, reference.outputs, strict=True))
+
+
+def humaneval_prompts(target: HFTarget, limit: int) -> list[list[int]]:
+    """The first ``limit`` HumanEval prompts rendered for ``target`` (chat template)."""
+    from racer_bench.tasks.humaneval import HumanEvalTask
+
+    task = HumanEvalTask(limit=limit, prompt_style="chat")
+    return [task.render(p, 0, [], target.tokenizer) for p in task.load()]
+
+
+def markdown_table(tallies: dict[str, Tally], base: str, reference: str) -> str:
+    """Speed, speedup over ``base``, MAT, retrieval hit rate, draft share, identical outputs."""
+    n = len(tallies[base].outputs)
+    lines = [
+        f"| contender | tok/s | speedup vs {base} | MAT | retrieval hit | draft+update share "
+        f"| identical to {reference} |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for name, t in tallies.items():
+        hit = t.retrieval_steps / t.steps if t.steps else float("nan")
+        share = t.draft_seconds / t.seconds if t.steps else float("nan")
+        same = identical_count(t, tallies[reference])
+        lines.append(
+            f"| {name} | {t.tokens_per_s:.2f} | {t.tokens_per_s / tallies[base].tokens_per_s:.2f}x "
+            f"| {t.mat:.2f} | {hit:.1%} | {share:.1%} | {same}/{n} |"
+        )
+    return "\n".join(lines).replace("nan%", "-").replace("nan", "-")
