@@ -1,0 +1,84 @@
+"""Every method against our AR loop and transformers' prompt lookup, interleaved, one process.
+
+    python scripts/bench_methods.py --limit 40 --max-new-tokens 256
+    python scripts/bench_methods.py --methods racer@capacity=8 racer@capacity=16 racer@capacity=32
+
+A contender is ``<method>`` or ``<method>@key=value+key=value`` (overrides of
+``conf/method/<method>.yaml``). Greedy, smollm2, HumanEval (chat prompts). Prints a Markdown
+table: tok/s, speedup over our AR, MAT, retrieval hit rate, drafting share, identical outputs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import torch
+
+from racer_bench.bench import (
+    Runner,
+    hf_runner,
+    humaneval_prompts,
+    interleave,
+    loop_runner,
+    markdown_table,
+    method_drafter,
+)
+from racer_bench.drafter import NullDrafter
+from racer_bench.models import load_smollm2
+
+DEFAULT_METHODS = ["pld", "racer", "logitspec", "recycling", "rest", "lookahead"]
+
+
+def contender(spec: str, vocab_size: int):
+    """``racer@capacity=16+max_breadth=4`` -> the drafter with those overrides."""
+    method, _, rest = spec.partition("@")
+    overrides = [o for o in rest.split("+") if o]
+    return method_drafter(method, vocab_size, overrides)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--limit", type=int, default=40, help="HumanEval problems")
+    parser.add_argument("--max-new-tokens", type=int, default=256)
+    parser.add_argument("--methods", nargs="+", default=DEFAULT_METHODS)
+    parser.add_argument("--no-hf", action="store_true", help="skip transformers prompt lookup")
+    parser.add_argument("--cache-dir", default="~/.cache/racer_bench/models")
+    parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--out", default=None, help="write the table and totals (JSON) here")
+    args = parser.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    target = load_smollm2(args.cache_dir)
+    prompts = humaneval_prompts(target, args.limit)
+    n = args.max_new_tokens
+    runners: dict[str, Runner] = {"ar": loop_runner(target, NullDrafter(), n)}
+    if not args.no_hf:
+        runners["hf_prompt_lookup"] = hf_runner(target, n, prompt_lookup_num_tokens=10)
+    for spec in args.methods:
+        runners[spec] = loop_runner(target, contender(spec, target.vocab_size), n)
+    interleave(runners, prompts[:1], progress=False)  # warm-up, not counted
+    start = time.time()
+    tallies = interleave(runners, prompts)
+    table = markdown_table(tallies, base="ar", reference="ar")
+    header = (
+        f"smollm2_135m, greedy, HumanEval first {args.limit}, max_new_tokens {n}, "
+        f"{torch.get_num_threads()} CPU threads, {time.time() - start:.0f} s"
+    )
+    print(header + "\n\n" + table)
+    if "hf_prompt_lookup" in tallies:
+        hf = tallies["hf_prompt_lookup"].tokens_per_s
+        for spec in args.methods:
+            print(f"{spec} / transformers prompt lookup: {tallies[spec].tokens_per_s / hf:.2f}x")
+    if args.out:
+        out = Path(args.out)
+        out.write_text(header + "\n\n" + table + "\n")
+        totals = {k: {"tokens": t.tokens, "seconds": t.seconds, "mat": t.mat, "steps": t.steps}
+                  for k, t in tallies.items()}  # fmt: skip
+        out.with_suffix(".json").write_text(json.dumps(totals, indent=2))
+
+
+if __name__ == "__main__":
+    main()
