@@ -6,6 +6,7 @@ Tree attention uses transformers' custom 4-D float attention mask plus explicit 
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,7 +24,7 @@ class StepLogits:
     Attributes:
         logits: FloatTensor[N+1, V] for the root and the N draft nodes.
         aux_logits: FloatTensor[A, V] or None for the auxiliary branch.
-        hidden: FloatTensor[N+1+A, H] or None (last hidden state; model-based drafters).
+        hidden: FloatTensor[N+1+A, F] or None (features for model-based drafters; see `features`).
     """
 
     logits: torch.Tensor
@@ -71,6 +72,8 @@ class HFTarget:
         self.body = model.get_decoder()
         self.head = model.get_output_embeddings()
         self.softcap = getattr(model.config, "final_logit_softcapping", None)
+        params = inspect.signature(self.body.forward).parameters
+        self._cache_name = "cache" if "cache" in params else "past_key_values"
 
     @property
     def vocab_size(self) -> int:
@@ -99,15 +102,37 @@ class HFTarget:
     @torch.inference_mode()
     def prefill(self, ids: list[int], all_logits: bool = False) -> torch.Tensor:
         """Start a sequence: cache ``ids`` and return logits FloatTensor[L or 1, V]."""
-        self.cache = kv_cache.new_cache(self.model.config)
-        input_ids = torch.tensor([ids], dtype=torch.long, device=self.device)
-        out = self.body(input_ids=input_ids, cache=self.cache, use_cache=True)
-        hidden = out.last_hidden_state[0]
-        return self.logits(hidden if all_logits else hidden[-1:])
+        return self.prefill_with_hidden(ids, all_logits, hidden=False)[0]
 
     @torch.inference_mode()
-    def forward_tree(self, root: int, draft: Draft, hidden: bool = False) -> StepLogits:
-        """One verification forward over root + draft nodes (+ aux branch)."""
+    def prefill_with_hidden(
+        self,
+        ids: list[int],
+        all_logits: bool = False,
+        hidden: bool = True,
+        hidden_layers: tuple[int, ...] = (),
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """:meth:`prefill` that also returns the prompt's features FloatTensor[L, F] (or None)."""
+        self.cache = kv_cache.new_cache(self.model.config)
+        input_ids = torch.tensor([ids], dtype=torch.long, device=self.device)
+        out = self.body(
+            input_ids=input_ids,
+            use_cache=True,
+            output_hidden_states=bool(hidden and hidden_layers),
+            **self._cache_kwarg(),
+        )
+        last = out.last_hidden_state[0]
+        logits = self.logits(last if all_logits else last[-1:])
+        return logits, features(out, hidden_layers) if hidden else None
+
+    @torch.inference_mode()
+    def forward_tree(
+        self, root: int, draft: Draft, hidden: bool = False, hidden_layers: tuple[int, ...] = ()
+    ) -> StepLogits:
+        """One verification forward over root + draft nodes (+ aux branch).
+
+        ``hidden`` asks for features (see :func:`features`); ``hidden_layers`` chooses them.
+        """
         past = self.length
         n = len(draft)
         aux = draft.aux
@@ -125,16 +150,24 @@ class HFTarget:
             input_ids=input_ids,
             attention_mask=mask,
             position_ids=positions,
-            cache=self.cache,
             use_cache=True,
+            output_hidden_states=bool(hidden and hidden_layers),
+            **self._cache_kwarg(),
         )
-        last_hidden = out.last_hidden_state[0]
-        logits = self.logits(last_hidden)
+        logits = self.logits(out.last_hidden_state[0])
         return StepLogits(
             logits=logits[: n + 1],
             aux_logits=logits[n + 1 :] if aux is not None else None,
-            hidden=last_hidden if hidden else None,
+            hidden=features(out, hidden_layers) if hidden else None,
         )
+
+    def _cache_kwarg(self) -> dict[str, Any]:
+        """The cache argument under its name in this transformers version.
+
+        transformers 5.x renamed ``past_key_values`` to ``cache`` in model forwards; supporting
+        both keeps the harness usable on the version a GPU image ships.
+        """
+        return {self._cache_name: self.cache}
 
     def logits(self, hidden: torch.Tensor) -> torch.Tensor:
         """LM head over FloatTensor[T, H] -> FloatTensor[T, V] (float32 or float64).
@@ -162,6 +195,17 @@ class HFTarget:
         """Logits FloatTensor[L, V] of a fresh forward over ``ids`` (tests, no cache kept)."""
         input_ids = torch.tensor([ids], dtype=torch.long, device=self.device)
         return _as_float(self.model(input_ids=input_ids, use_cache=False).logits[0])
+
+
+def features(out: Any, hidden_layers: tuple[int, ...] = ()) -> torch.Tensor:
+    """Per-token features FloatTensor[T, F] of a batch-1 body output.
+
+    Empty ``hidden_layers`` = the final normed state (F = H); otherwise the listed entries of
+    ``out.hidden_states`` (0 = embeddings, -1 = final normed state) side by side (F = H * n).
+    """
+    if not hidden_layers:
+        return out.last_hidden_state[0]
+    return torch.cat([out.hidden_states[i][0] for i in hidden_layers], dim=-1)
 
 
 def _generation_eos(model: Any) -> int | list[int] | None:
