@@ -140,6 +140,7 @@ def tiny_random(
     dtype: str = "float64",
     init_std: float = 0.3,
     name: str = "tiny_random",
+    device: str = "cpu",
 ) -> HFTarget:
     """A random-weight Llama with a byte tokenizer, built in code (no download).
 
@@ -167,4 +168,5 @@ def tiny_random(
     torch.manual_seed(seed)
     model = LlamaForCausalLM(config).to(DTYPES[dtype])
     model.config._attn_implementation = "sdpa"
+    model = model.to(resolve_device(device))
     return HFTarget(model, tokenizer, name=name)
