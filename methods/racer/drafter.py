@@ -113,7 +113,7 @@ class RacerDrafter:
                 self.token_bin.update(ids[1:], topk[:-1])
 
     def propose(self, ctx: DraftContext) -> Draft:
-        if len(ctx.tokens) != len(self._tokens):  # driven without update(): resynchronise
+        if len(ctx.tokens) != len(self._tokens):  # the first root, or a step without update()
             self._tokens = list(ctx.tokens)
             if self.automaton is not None:
                 self._insert_windows(len(self._tokens) - 1)
