@@ -51,7 +51,14 @@ def generate(
     clock = SyncedClock(target.synchronize)
     k = drafter.needs.topk
     t0 = clock.now()
-    logits = target.prefill(prompt_ids, all_logits=drafter.needs.prefill_topk)
+    needs = drafter.needs
+    prompt_hidden = None
+    if needs.hidden_states:
+        logits, prompt_hidden = target.prefill_with_hidden(
+            prompt_ids, needs.prefill_topk, hidden_layers=needs.hidden_layers
+        )
+    else:
+        logits = target.prefill(prompt_ids, all_logits=needs.prefill_topk)
     drafter.reset(prompt_ids, logits.topk(k).indices if drafter.needs.prefill_topk else None)
     verifier.reset()
     first = verifier.verify(Draft.empty(), logits[-1:], rng).bonus
@@ -67,8 +74,10 @@ def generate(
             reason = "context"
             break
         record, committed, root_topk = _step(
-            target, drafter, verifier, tokens, root_topk, stop, rng, options, clock, generated
-        )
+            target, drafter, verifier, tokens, root_topk, stop, rng, options, clock, generated,
+            prompt_hidden,
+        )  # fmt: skip
+        prompt_hidden = None
         n_keep, reason = stop.cut(generated, committed)
         record.n_committed = n_keep
         record.n_accepted = min(record.n_accepted, n_keep)
@@ -100,18 +109,20 @@ def _step(
     options: LoopOptions,
     clock: SyncedClock,
     generated: list[int],
+    prompt_hidden: torch.Tensor | None = None,
 ) -> tuple[StepRecord, list[int], torch.Tensor | None]:
     """One propose/verify/commit/update step; returns (record, committed tokens, new root top-k)."""
     room = min(stop.max_new_tokens - len(generated), target.max_length - len(tokens) - 1)
     max_depth = max(room - 1, 0)  # accepted + bonus must fit in the room left
-    ctx = DraftContext(tokens, tokens[-1], options.max_draft, max_depth, root_topk)
+    ctx = DraftContext(tokens, tokens[-1], options.max_draft, max_depth, root_topk, prompt_hidden)
     t0 = clock.now()
     draft = prune(drafter.propose(ctx), options.max_draft, max_depth)
     t1 = clock.now()
     if options.check_drafts:
         check_draft(draft, options.max_draft)
     past = target.length
-    out = target.forward_tree(ctx.root, draft, hidden=drafter.needs.hidden_states)
+    needs = drafter.needs
+    out = target.forward_tree(ctx.root, draft, needs.hidden_states, needs.hidden_layers)
     result = verifier.verify(draft, out.logits, rng)
     target.commit(past, result.accepted)
     t2 = clock.now()
@@ -120,7 +131,8 @@ def _step(
     k = drafter.needs.topk
     node_topk = out.logits.topk(k).indices if k else None
     aux_argmax = out.aux_logits.argmax(-1) if out.aux_logits is not None else None
-    drafter.update(Feedback(draft, result.accepted, committed, node_topk, aux_argmax))
+    hidden = out.hidden[: len(draft) + 1] if out.hidden is not None else None
+    drafter.update(Feedback(draft, result.accepted, committed, node_topk, aux_argmax, hidden))
     t3 = clock.now()
     new_root_topk = node_topk[result.accepted[-1] + 1 if result.accepted else 0] if k else None
     record = _record(draft, result.accepted, t1 - t0, t2 - t1, t3 - t2)

@@ -23,12 +23,18 @@ class DrafterNeeds:
             (``DraftContext.root_topk``) and at every verified node (``Feedback.node_topk``);
             0 = none.
         prefill_topk: whether the top-k of every prompt position is passed to ``reset``.
-        hidden_states: whether the target must return hidden states (model-based drafters).
+        hidden_states: whether the target must return hidden states (model-based drafters):
+            the prompt's on the first ``DraftContext.hidden``, every verified row's on
+            ``Feedback.hidden``.
+        hidden_layers: indices into the model's ``hidden_states`` tuple (0 = embeddings, -1 =
+            the final normed state) concatenated along the feature axis; empty = the final
+            normed state only (what the LM head reads).
     """
 
     topk: int = 0
     prefill_topk: bool = False
     hidden_states: bool = False
+    hidden_layers: tuple[int, ...] = ()
 
 
 @runtime_checkable

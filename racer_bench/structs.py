@@ -108,6 +108,8 @@ class DraftContext:
         max_depth: maximum node depth (root = 0); beyond it tokens could never be committed.
         root_topk: LongTensor[k] or None -- target top-k at the position that produced the root
             (the "last logits"), when the drafter declared ``needs.topk``.
+        hidden: FloatTensor[L, F] or None -- the prompt's target features (one row per prompt
+            token), on the first step only, when the drafter declared ``needs.hidden_states``.
     """
 
     tokens: list[int]
@@ -115,6 +117,7 @@ class DraftContext:
     budget: int
     max_depth: int
     root_topk: torch.Tensor | None = None
+    hidden: torch.Tensor | None = None
 
 
 @dataclass
@@ -145,6 +148,8 @@ class Feedback:
         node_topk: LongTensor[N+1, k] or None -- target top-k after the root (row 0) and after
             every node ``i`` (row ``i+1``), when the drafter declared ``needs.topk``.
         aux_argmax: LongTensor[A] or None -- target argmax after each aux token.
+        hidden: FloatTensor[N+1, F] or None -- target features of the root (row 0) and of every
+            node (row ``i+1``), when the drafter declared ``needs.hidden_states``.
     """
 
     draft: Draft
@@ -152,6 +157,7 @@ class Feedback:
     committed: list[int]
     node_topk: torch.Tensor | None = None
     aux_argmax: torch.Tensor | None = None
+    hidden: torch.Tensor | None = None
 
 
 @dataclass

@@ -1,0 +1,168 @@
+"""EAGLE-3-style drafter: one decoder layer on fused low/mid/high target features.
+
+Paper: Li et al., "EAGLE-3: Scaling up Inference Acceleration of Large Language Models via
+Training-Time Test" (2025); code SafeAILab/EAGLE (``eagle/model/cnets.py``), vendored by
+Spec-Bench as ``model/eagle3``. Behaviour followed: the target's hidden states after three
+layers (HF ``hidden_states`` indices ``2, L//2, L-3`` by default) are concatenated and fused by
+``fc``; the layer reads ``[norm(embed(token)); norm(hidden)]``, keeps its own KV cache over
+committed positions, and drafts autoregressively from its own output hidden state; the tree is
+EAGLE-2's dynamic tree (expand the ``topk`` best nodes per depth, keep ``total_tokens`` by
+cumulative log-probability). The LM head predicts over a draft vocabulary (``d2t``).
+
+Deviations: RoPE without Llama-3 frequency scaling; ``checkpoint: null`` builds a random head
+(tests only; lossless since verification is exact). Checkpoints are either trained here
+(``scripts/train_drafter.py method=eagle3``) or a published EAGLE-3 folder
+(``config.json`` + ``model.safetensors``/``pytorch_model.bin``), see
+:func:`methods.heads.load_eagle3`.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+import torch
+
+from methods.heads import Eagle3Head, eagle3_config, grow_tree, load_eagle3, tree_draft
+from racer_bench.drafter import DrafterNeeds
+from racer_bench.structs import Draft, DraftContext, Feedback
+
+RANDOM_LAYERS = (0, 1, -1)  # valid for any target with at least one layer
+
+
+class Eagle3Drafter:
+    """EAGLE-3 draft head with its own KV cache and a dynamic draft tree."""
+
+    name: ClassVar[str] = "eagle3"
+    version: ClassVar[str] = "1"
+
+    def __init__(
+        self,
+        vocab_size: int,
+        checkpoint: str | None = None,
+        feature_layers: list[int] | None = None,
+        embed_from: str | None = None,
+        depth: int = 5,
+        topk: int = 4,
+        total_tokens: int = 24,
+        seed: int = 0,
+    ) -> None:
+        self.vocab_size = vocab_size
+        self.depth, self.topk, self.capacity, self.seed = depth, topk, total_tokens, seed
+        self.head: Eagle3Head | None = None
+        layers = tuple(feature_layers) if feature_layers else RANDOM_LAYERS
+        if checkpoint is not None:
+            self.head = load_eagle3(checkpoint, embed_from).eval()
+            layers = tuple(feature_layers or self.head.cfg["feature_layers"])
+        self.needs = DrafterNeeds(hidden_states=True, hidden_layers=layers)
+        self._reset_state()
+
+    def _reset_state(self) -> None:
+        self._keys: torch.Tensor | None = None  # [P, kv_heads, D] committed positions
+        self._values: torch.Tensor | None = None
+        self._pending: torch.Tensor | None = None  # features whose next tokens end ctx.tokens
+        self._last: torch.Tensor | None = None  # layer output at the last committed pair [H]
+
+    def _random_head(self, feature_size: int) -> Eagle3Head:
+        n = len(self.needs.hidden_layers)
+        cfg = eagle3_config(feature_size // n, feature_size, self.vocab_size)
+        torch.manual_seed(self.seed)
+        return Eagle3Head(cfg, torch.arange(self.vocab_size)).eval()
+
+    def reset(self, prompt_ids: list[int], prompt_topk: torch.Tensor | None) -> None:
+        self._reset_state()
+
+    @torch.inference_mode()
+    def propose(self, ctx: DraftContext) -> Draft:
+        if ctx.hidden is not None:
+            self._pending = ctx.hidden
+        if self._pending is not None:
+            if self.head is None:
+                self.head = self._random_head(self._pending.shape[-1])
+            self._consume(self._pending, ctx.tokens[-len(self._pending) :])
+            self._pending = None
+        if self._last is None or ctx.max_depth < 1:
+            return Draft.empty()
+        head = self.head
+        assert head is not None
+        root_logp = head.logits(self._last[None])[0].log_softmax(-1)
+        grower = _TreeRun(head, self._keys, self._values, self._last)
+        depth = min(self.depth, ctx.max_depth)
+        budget = min(self.capacity, ctx.budget)
+        tokens, parents = grow_tree(root_logp, grower.expand, depth, self.topk, budget)
+        return tree_draft(tokens, parents, head.draft_ids)
+
+    def _consume(self, feats: torch.Tensor, tokens: list[int]) -> None:
+        """Run the layer over committed (feature, next token) pairs and extend its KV cache."""
+        head = self.head
+        assert head is not None
+        dtype = head.fc.weight.dtype
+        past = 0 if self._keys is None else len(self._keys)
+        n = len(tokens)
+        pos = torch.arange(past, past + n)
+        hidden = head.fc(feats.to(dtype))
+        x = head.midlayer.inputs(head.embed_tokens(torch.tensor(tokens)), hidden)
+        k, v = head.midlayer.self_attn.project_kv(x, pos)
+        if self._keys is not None and self._values is not None:
+            k, v = torch.cat([self._keys, k]), torch.cat([self._values, v])
+        mask = torch.ones(n, past + n, dtype=torch.bool).tril(past)
+        attn = head.midlayer.self_attn(x, pos, k, v, mask)
+        self._keys, self._values = k, v
+        self._last = head.midlayer.finish(hidden, attn)[-1]
+
+    def update(self, fb: Feedback) -> None:
+        if fb.hidden is not None:
+            rows = [0, *(i + 1 for i in fb.accepted)]
+            self._pending = fb.hidden[rows]
+
+
+class _TreeRun:
+    """Draft-node keys, values and hidden states while one tree grows (tree attention)."""
+
+    def __init__(
+        self, head: Eagle3Head, keys: torch.Tensor | None, values: torch.Tensor | None,
+        last: torch.Tensor,
+    ) -> None:  # fmt: skip
+        self.head = head
+        self.past = 0 if keys is None else len(keys)
+        shape = (0, head.midlayer.self_attn.kv_heads, head.midlayer.self_attn.head_dim)
+        empty = torch.zeros(shape, dtype=last.dtype)
+        self.keys = keys if keys is not None else empty
+        self.values = values if values is not None else empty
+        self.last = last
+        self.rows: list[int] = []  # node index of every draft KV row
+        self.hidden: dict[int, torch.Tensor] = {}
+
+    def expand(
+        self, frontier: list[int], d: int, tokens: list[int], parents: list[int]
+    ) -> torch.Tensor:
+        """Log-probabilities FloatTensor[F, Vd] of the children of ``frontier`` (depth d - 1)."""
+        head, n = self.head, len(frontier)
+        ids = head.draft_ids[torch.tensor([tokens[i] for i in frontier])]
+        hidden = torch.stack([self.hidden.get(parents[i], self.last) for i in frontier])
+        x = head.midlayer.inputs(head.embed_tokens(ids), hidden)
+        pos = torch.full((n,), self.past + d - 2)
+        k, v = head.midlayer.self_attn.project_kv(x, pos)
+        self.keys, self.values = torch.cat([self.keys, k]), torch.cat([self.values, v])
+        mask = torch.zeros(n, len(self.keys), dtype=torch.bool)
+        mask[:, : self.past] = True
+        for row, node in enumerate(frontier):
+            ancestors = _ancestors(node, parents)
+            for j, other in enumerate(self.rows):
+                mask[row, self.past + j] = other in ancestors
+        self.rows += frontier
+        mask[:, len(self.keys) - n :] = torch.eye(n, dtype=torch.bool)
+        out = head.midlayer.finish(
+            hidden, head.midlayer.self_attn(x, pos, self.keys, self.values, mask)
+        )
+        for row, node in enumerate(frontier):
+            self.hidden[node] = out[row]
+        return head.logits(out).log_softmax(-1)
+
+
+def _ancestors(node: int, parents: list[int]) -> set[int]:
+    found: set[int] = set()
+    p = parents[node]
+    while p >= 0:
+        found.add(p)
+        p = parents[p]
+    return found
