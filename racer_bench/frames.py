@@ -166,7 +166,10 @@ def load_runs(
 
 
 def _describe(key: str, groups: dict[str, list[str]]) -> str:
-    parts = [f"{value} ({len(ids)} run(s): {', '.join(ids[:3])})" for value, ids in groups.items()]
+    parts = [
+        f"{value} ({len(ids)} run(s): {', '.join(ids[:3])}{', ...' if len(ids) > 3 else ''})"
+        for value, ids in groups.items()
+    ]
     return f"{key} differs: " + "; ".join(parts)
 
 
@@ -303,6 +306,8 @@ def run_meta(run: Run) -> dict[str, Any]:
         "task": run.task,
         "verifier": run.manifest.get("verifier"),
         "variant": variant_string(overrides(run)),
+        "model": run.manifest.get("model_name") or run.manifest.get("model"),
+        **{key: run.manifest.get(key) for key in ("dtype", "device", "max_new_tokens")},
     }
 
 
@@ -312,8 +317,7 @@ def run_row(run: Run) -> dict[str, Any]:
     row = run_meta(run) | {
         "path": str(run.path),
         "experiment": run.config.get("experiment_name"),
-        "model": m.get("model_name") or m.get("model"),
-        **{key: m.get(key) for key in ("dtype", "device", "max_new_tokens", "seed", "lossless")},
+        **{key: m.get(key) for key in ("seed", "lossless")},
         **{key: m.get(key) for key in ("persist_across_prompts", "git_sha", "git_dirty")},
         "started": m.get("started"),
         "incomplete": run.incomplete,

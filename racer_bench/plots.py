@@ -229,7 +229,8 @@ def rank_distribution(ranks_df: pd.DataFrame, runs_df: pd.DataFrame | None = Non
         sub = df[df["task"] == task]
         ranks = [str(r) for r in range(int(sub["rank"].max()) + 1)]
         grouped_bars(ax, sub.assign(rank=sub["rank"].astype(str)), "rank", "share", ranks, 100)
-        ax.set_xticklabels(ranks, rotation=0)
+        step = max(1, len(ranks) // 16)  # keep tick labels readable for long top-k lists
+        ax.set_xticks(range(0, len(ranks), step), ranks[::step], rotation=0)
         ax.set_xlabel("rank in the reused top-k list (0 = top-1)")
     axes[0].set_ylabel("share of accepted logits-tree nodes (%)")
     legend_ax = max(axes, key=lambda a: len(a.get_legend_handles_labels()[1]))
@@ -338,6 +339,13 @@ def asd_frontier(runs_df: pd.DataFrame) -> Figure:
     return _finish(fig, f"ASD frontier over budget B, gate g, cap M (drafter: {methods})", df)
 
 
+def racer_first(ranks_df: pd.DataFrame) -> pd.DataFrame:
+    """RACER's rows when there are any (the copy- vs last-logit analysis), else all rows."""
+    if not ranks_df.empty and (ranks_df["method"] == "racer").any():
+        return ranks_df[ranks_df["method"] == "racer"]
+    return ranks_df
+
+
 def all_figures(runs: Sequence[F.Run]) -> dict[str, Figure]:
     """Every figure the runs have data for, by file stem (figures without data are skipped)."""
     runs_df = F.runs_frame(runs)
@@ -346,7 +354,7 @@ def all_figures(runs: Sequence[F.Run]) -> dict[str, Figure]:
         "categories": lambda: category_bars(F.categories_frame(runs), runs_df),
         "accept_hist": lambda: accept_hist(F.hist_frame(runs), runs_df),
         "retrieval": lambda: retrieval_bars(runs_df),
-        "accepted_ranks": lambda: rank_distribution(F.ranks_frame(runs), runs_df),
+        "accepted_ranks": lambda: rank_distribution(racer_first(F.ranks_frame(runs)), runs_df),
         "capacity": lambda: capacity_curves(runs_df),
         "asd_frontier": lambda: asd_frontier(runs_df),
     }
