@@ -350,7 +350,10 @@ def datastore_path(
 def load_or_build(
     cache_dir: str | Path, corpus: str, tokenizer: str, vocab_size: int, max_tokens: int
 ) -> Datastore:
-    """Load the cached datastore of (corpus, tokenizer, max_tokens), building it if missing."""
+    """Load the cached datastore of (corpus, tokenizer, max_tokens), building it if missing.
+
+    The cache key is the corpus path, not its content: delete the file after editing a corpus.
+    """
     path = datastore_path(cache_dir, corpus, tokenizer, vocab_size, max_tokens)
     if path.exists():
         return Datastore.load(path)

@@ -30,10 +30,12 @@ N=5, W=7, G=7: 28 + 27). ``capacity`` counts the draft nodes only; ``aux_capacit
 
 from __future__ import annotations
 
+import functools
 import random
 from collections.abc import Sequence
 from typing import ClassVar
 
+import numpy as np
 import torch
 
 from racer_bench.drafter import DrafterNeeds
@@ -89,22 +91,30 @@ def window_aux(levels: list[list[int]]) -> AuxBranch:
         AuxBranch with A = (w - 1) + (len(levels) - 1) * w tokens: level 0's token j at depth
         j + 1; level l's token in column c at depth l + c.
     """
-    l0 = len(levels[0])
-    width = l0 + 1
+    width = len(levels[0]) + 1
     if any(len(lv) != width for lv in levels[1:]):
         raise ValueError(f"window levels must have {width} tokens after level 0")
-    tokens = [t for lv in levels for t in lv]
-    depths = list(range(1, width)) + [i + c for i in range(1, len(levels)) for c in range(width)]
-    mask = torch.zeros(len(tokens), len(tokens), dtype=torch.bool)
-    mask[:l0, :l0] = torch.ones(l0, l0, dtype=torch.bool).tril()
-    before = torch.ones(width, l0, dtype=torch.bool).tril(diagonal=-1)  # column c: level 0 < c
-    eye = torch.eye(width, dtype=torch.bool)
-    for i in range(1, len(levels)):
-        rows = slice(l0 + (i - 1) * width, l0 + i * width)
-        mask[rows, :l0] = before
-        for r in range(1, i + 1):  # the same column in levels 1..i
-            mask[rows, l0 + (r - 1) * width : l0 + r * width] = eye
-    return AuxBranch(torch.tensor(tokens, dtype=torch.long), torch.tensor(depths), mask)
+    depths, mask = _window_layout(width - 1, len(levels) - 1)
+    tokens = torch.tensor([t for lv in levels for t in lv], dtype=torch.long)
+    return AuxBranch(tokens, torch.from_numpy(depths.copy()), torch.from_numpy(mask.copy()))
+
+
+@functools.lru_cache(maxsize=64)
+def _window_layout(l0: int, filled: int) -> tuple[np.ndarray, np.ndarray]:
+    """Depths int64[A] and mask bool[A, A] of a window with ``filled`` levels after level 0.
+
+    numpy, cached by shape: tiny torch ops cost more than the whole layout on a busy CPU.
+    """
+    width = l0 + 1
+    # block column: level-0 token j sits in column j + 1 (column 0 is the root)
+    col = np.concatenate([np.arange(1, width)] + [np.arange(width)] * filled)
+    lvl = np.repeat(np.arange(filled + 1), [l0] + [width] * filled)
+    depths = lvl + col
+    # every token sees the level-0 tokens up to its own column, and its own column in levels
+    # 1..its level: a chain of consecutive positions from the root.
+    to_l0 = (lvl[None, :] == 0) & (col[None, :] <= col[:, None])
+    same_col = (lvl[None, :] >= 1) & (lvl[None, :] <= lvl[:, None]) & (col[None, :] == col[:, None])
+    return depths.astype(np.int64), to_l0 | same_col
 
 
 def advance_window(
