@@ -81,7 +81,7 @@ class RacerDrafter:
         self.max_breadth = max_breadth
         self.logit_source = logit_source
         self.halving = halving
-        self.persist = persist_across_prompts
+        self.persist_across_prompts = persist_across_prompts  # recorded in the run manifest
         width = max_breadth + (logit_source == "last")
         self.needs = DrafterNeeds(topk=width if logits else 0, prefill_topk=logits)
         self.automaton = Automaton(max_nodes, min_depth, lru, fail_links) if retrieval else None
@@ -92,7 +92,7 @@ class RacerDrafter:
 
     # ----------------------------------------------------------------- protocol
     def reset(self, prompt_ids: list[int], prompt_topk: torch.Tensor | None) -> None:
-        if not self.persist:
+        if not self.persist_across_prompts:
             if self.automaton is not None:
                 self.automaton.clear()
             if self.token_bin is not None:

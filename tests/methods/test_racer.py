@@ -236,6 +236,7 @@ def test_persist_across_prompts_keeps_the_index():
         drafter.reset([30, 31], torch.zeros(2, 8, dtype=torch.long))
         assert (drafter.automaton.walk([1, 2, 3, 4]) is not None) == persist
         assert (drafter.token_bin.row(9) is not None) == persist
+        assert drafter.persist_across_prompts == persist
 
 
 def test_ablation_switches_set_needs_and_sources():
