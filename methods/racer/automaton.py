@@ -16,7 +16,8 @@ Failure links come in two flavours (``fail_links``):
   :meth:`Automaton.build` after the prompt only; new nodes start with ``fail = root`` and
   "touching a prefix" (borders, fail transitions) resets the links on that prefix to the root,
   so during decoding the failure chain soon collapses to the current state plus the root. The
-  state is advanced over accepted tokens and kept when no state matches the next token.
+  state is advanced over accepted tokens only (not over the prompt) and is kept when no state
+  matches the next token.
 """
 
 from __future__ import annotations
