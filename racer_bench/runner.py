@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -80,6 +81,8 @@ def build(cfg: DictConfig) -> Setup:
         strict_drafter = instantiate(cfg.method)(vocab_size=target.vocab_size)
         modes.append(Mode("strict", strict_drafter, GreedyVerifier()))
     max_new = task.max_new_tokens or cfg.max_new_tokens
+    gc.collect()
+    gc.freeze()  # model objects never die: keep full collections from pausing decode steps
     return Setup(cfg, target, task, modes, LoopOptions(max_draft=cfg.max_draft), max_new)
 
 
