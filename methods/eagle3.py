@@ -11,7 +11,7 @@ cumulative log-probability). The LM head predicts over a draft vocabulary (``d2t
 
 Deviations: RoPE without Llama-3 frequency scaling; ``checkpoint: null`` builds a random head
 (tests only; lossless since verification is exact). Checkpoints are either trained here
-(``scripts/train_drafter.py method=eagle3``) or a published EAGLE-3 folder
+(``scripts/train_drafter.py kind=eagle3``) or a published EAGLE-3 folder
 (``config.json`` + ``model.safetensors``/``pytorch_model.bin``), see
 :func:`methods.heads.load_eagle3`.
 """

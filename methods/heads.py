@@ -271,7 +271,7 @@ def load_checkpoint(path: str, kind: str) -> dict[str, Any]:
     if not file.exists():
         raise ConfigError(
             f"method.checkpoint={path}: no such file; train it with "
-            f"python scripts/train_drafter.py method={kind} (or set method.checkpoint=null)"
+            f"python scripts/train_drafter.py kind={kind} (or set method.checkpoint=null)"
         )
     data = torch.load(file, map_location="cpu", weights_only=False)
     if data.get("kind") != kind:
@@ -364,3 +364,78 @@ def _embedding(folder: Path) -> torch.Tensor:
                 if key.endswith("embed_tokens.weight"):
                     return handle.get_tensor(key).float()
     raise ConfigError(f"method.embed_from={folder}: no embed_tokens.weight in *.safetensors")
+
+
+def draft_labels(ids: torch.Tensor, draft_ids: torch.Tensor, vocab_size: int) -> torch.Tensor:
+    """Target ids LongTensor[T] -> draft-vocabulary labels (-100 where not in it)."""
+    lookup = torch.full((vocab_size,), -100, dtype=torch.long)
+    lookup[draft_ids] = torch.arange(len(draft_ids))
+    return lookup[ids]
+
+
+def medusa_loss(
+    heads: MedusaHeads, hidden: torch.Tensor, labels: torch.Tensor, decay: float = 0.8
+) -> torch.Tensor:
+    """Medusa-1 loss on one sequence: head k at position t predicts ``labels[t + k + 2]``.
+
+    Args:
+        hidden: FloatTensor[T, H] target last hidden states; labels: LongTensor[T] draft labels.
+    """
+    logits = heads(hidden)  # [K, T, Vd]
+    total = hidden.new_zeros(())
+    for k in range(len(logits)):
+        shift = k + 2
+        if len(labels) <= shift:
+            break
+        target = labels[shift:]
+        loss = F.cross_entropy(logits[k, : len(target)], target, ignore_index=-100)
+        if torch.isfinite(loss):
+            total = total + decay**k * loss
+    return total
+
+
+def eagle3_loss(
+    head: Eagle3Head, feats: torch.Tensor, ids: torch.Tensor, labels: torch.Tensor,
+    steps: int = 3, decay: float = 0.8,
+) -> torch.Tensor:  # fmt: skip
+    """EAGLE-3 training-time-test loss on one sequence of T tokens.
+
+    Pair ``i`` = (target features ``feats[i]``, token ``ids[i + 1]``) predicts ``labels[i + 2]``.
+    Step ``j`` re-feeds step ``j - 1``'s output at ``i - 1`` as the hidden input, attending to
+    step-0 keys up to ``i - j`` and to step ``s`` keys at ``i - j + s`` only, as in drafting.
+
+    Args:
+        feats: FloatTensor[T, F]; ids: LongTensor[T] token ids; labels: LongTensor[T] draft labels.
+    """
+    n = len(ids) - 1  # pairs
+    layer = head.midlayer
+    pos = torch.arange(n)
+    emb = head.embed_tokens(ids[1:])
+    target = torch.cat([labels[2:], labels.new_full((1,), -100)])  # [n]
+    hidden = head.fc(feats[:n])
+    keys, values, total = [], [], feats.new_zeros(())
+    out = hidden
+    for j in range(steps):
+        if j:
+            hidden = torch.cat([hidden.new_zeros(1, hidden.shape[-1]), out[:-1]])
+        x = layer.inputs(emb, hidden)
+        k, v = layer.self_attn.project_kv(x, pos)
+        keys.append(k)
+        values.append(v)
+        attn = layer.self_attn(x, pos, torch.cat(keys), torch.cat(values), ttt_mask(n, j))
+        out = layer.finish(hidden, attn)
+        valid = target.clone()
+        valid[:j] = -100  # no committed context at these positions
+        loss = F.cross_entropy(head.logits(out), valid, ignore_index=-100)
+        if torch.isfinite(loss):
+            total = total + decay**j * loss
+    return total
+
+
+def ttt_mask(n: int, step: int) -> torch.Tensor:
+    """BoolTensor[n, n * (step + 1)]: step-``step`` queries over keys of steps 0..step."""
+    i = torch.arange(n)[:, None]
+    cols = [torch.arange(n)[None] <= i - step]  # committed pairs
+    for s in range(1, step + 1):
+        cols.append(torch.arange(n)[None] == i - step + s)  # the chain drafted so far
+    return torch.cat(cols, dim=1)  # the diagonal (s = step) keeps every row non-empty
