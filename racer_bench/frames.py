@@ -16,6 +16,7 @@ Runs are only compared when their model, dtype and hardware agree, and, within a
 
 from __future__ import annotations
 
+import argparse
 import logging
 import math
 import os
@@ -257,6 +258,14 @@ def run_label(run: Run, drop: Iterable[str] = ()) -> str:
     return f"{name} [{variant}]" if variant else name
 
 
+def hydra_overrides(run: Run) -> list[str]:
+    """The command-line/sweep overrides Hydra saved for the run (``.hydra/overrides.yaml``)."""
+    path = run.path / ".hydra" / "overrides.yaml"
+    if not path.exists():
+        return []
+    return [str(o) for o in OmegaConf.to_container(OmegaConf.load(path)) or []]
+
+
 def capacity(run: Run) -> float:
     """The draft-size hyperparameter of the method (``capacity`` or its per-method name)."""
     method_cfg = run.config.get("method") or {}
@@ -323,6 +332,7 @@ def run_row(run: Run) -> dict[str, Any]:
         "incomplete": run.incomplete,
         "capacity": capacity(run),
         "family": run_label(run, drop=CAPACITY_KEYS),  # the label without the capacity
+        "overrides": " ".join(hydra_overrides(run)),
         "metric": run.metric,
     }
     row |= flatten(run.config.get("method") or {}, "method")
@@ -476,3 +486,37 @@ def latest_runs(runs: Sequence[Run]) -> list[Run]:
                         run.run_id, best[key].run_id, *key)  # fmt: skip
         best[key] = run
     return list(best.values())
+
+
+def add_cli_args(parser: argparse.ArgumentParser) -> None:
+    """The loading options shared by the result scripts (``--results``, ``--no-check``, ...)."""
+    parser.add_argument(
+        "--results",
+        nargs="+",
+        required=True,
+        type=Path,
+        help="run folders or folders holding them, e.g. results/racer_main",
+    )
+    parser.add_argument(
+        "--no-check",
+        action="store_true",
+        help="allow different models/dtypes/hardware (exploration only)",
+    )
+    parser.add_argument(
+        "--include-incomplete", action="store_true", help="also use runs marked INCOMPLETE"
+    )
+    parser.add_argument(
+        "--all-runs",
+        action="store_true",
+        help="keep reruns of a configuration (default: the newest only)",
+    )
+
+
+def load_cli(args: argparse.Namespace) -> list[Run]:
+    """The runs named by :func:`add_cli_args` options; a refused pairing exits with its reason."""
+    try:
+        runs = load_runs(args.results, check=not args.no_check,
+                         include_incomplete=args.include_incomplete)  # fmt: skip
+    except (IncompatibleRunsError, FileNotFoundError) as error:
+        raise SystemExit(f"error: {error}") from None
+    return runs if args.all_runs else latest_runs(runs)

@@ -1,0 +1,402 @@
+"""Paper tables from a results folder, as Markdown and LaTeX.
+
+    python scripts/make_tables.py --results results/racer_main --out docs/tables.md
+
+writes ``docs/tables.md`` and ``docs/tables.tex`` (without ``--out`` the Markdown is printed).
+Tables, each built only when the folder holds runs for it:
+
+* main: lossless methods x Spec-Bench categories (+ overall, HumanEval, MGSM-ZH), speedup (MAT);
+* ablation: RACER full / logits tree only / retrieval tree only / last logit / LRU off;
+* logitspec: speedup, MAT and retrieval success per task;
+* asd: per task, Pareto-optimal (B, g, M) settings: throughput gain, MAT strict -> ASD,
+  accuracy delta, divergence.
+
+Papers' reported numbers (``racer_bench.paper_numbers``) sit in separate, labelled columns
+unless ``--no-paper`` is given. Runs are loaded with ``racer_bench.frames`` (the newest run per
+method variant and task is kept); runs of different models, dtypes or hardware are refused.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import math
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from racer_bench import frames as F
+from racer_bench import paper_numbers as PN
+from racer_bench.plots import SPEC_BENCH_GROUPS, asd_label, pareto_front
+
+DASH = "–"
+ABLATIONS = (
+    ("RACER (full)", ""),
+    ("logits tree only", "retrieval=false"),
+    ("retrieval tree only", "logits=false"),
+    ("last logit instead of copy", "logit_source=last"),
+    ("LRU off (unbounded pool)", "lru=false"),
+)
+
+
+@dataclass
+class Table:
+    """A rendered-agnostic table: header, rows of cell strings, notes printed below it."""
+
+    key: str
+    title: str
+    header: list[str]
+    rows: list[list[str]]
+    notes: list[str] = field(default_factory=list)
+
+
+def num(value: float | None, pattern: str) -> str:
+    """``pattern.format(value)``, or a dash for a missing value."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return DASH
+    return pattern.format(value)
+
+
+def speed_cell(row: pd.Series | None) -> str:
+    """``"1.52× (2.10)"``: speedup over AR and MAT."""
+    if row is None:
+        return DASH
+    return f"{num(row.get('speedup'), '{:.2f}×')} ({num(row.get('mat'), '{:.2f}')})"
+
+
+def reported(numbers: dict[str, PN.Reported] | None) -> str:
+    """A paper's ``speedup (MAT)`` cell from its reported numbers."""
+    if not numbers:
+        return DASH
+    cell = numbers["speedup"].text if "speedup" in numbers else DASH
+    return f"{cell} ({numbers['mat'].text})" if "mat" in numbers else cell
+
+
+def context_notes(df: pd.DataFrame) -> list[str]:
+    """Model, dtype, hardware, output length and prompts behind a table."""
+    first = df.iloc[0]
+    lengths = ", ".join(
+        f"{F.TASK_NAMES.get(t, t)} {int(n)}"
+        for t, n in df.groupby("task", sort=False)["max_new_tokens"].first().items()
+    )
+    prompts = ", ".join(
+        f"{F.TASK_NAMES.get(t, t)} {int(n)}"
+        for t, n in df.groupby("task", sort=False)["n_prompts"].max().items()
+    )
+    return [
+        f"Ours: {first['model']} ({first['dtype']}) on {first['device']}; max_new_tokens "
+        f"{lengths}; prompts {prompts}; greedy unless stated; speedup = AR wall time / method "
+        "wall time on the same prompts (prefill included), MAT = tokens per target forward."
+    ]
+
+
+def lossless_defaults(runs_df: pd.DataFrame) -> pd.DataFrame:
+    """Runs of each method with its YAML defaults and a lossless verifier."""
+    if runs_df.empty:
+        return runs_df
+    keep = (runs_df["variant"] == "") & runs_df["lossless"].astype(bool)
+    return runs_df[keep & (runs_df["method"] != "ar")]
+
+
+def lookup(df: pd.DataFrame, **where: str) -> pd.Series | None:
+    """The one row matching ``column=value`` pairs, or None."""
+    mask = np.ones(len(df), dtype=bool)
+    for column, value in where.items():
+        mask &= (df[column] == value).to_numpy()
+    return df[mask].iloc[0] if mask.any() else None
+
+
+def main_table(runs_df: pd.DataFrame, cats_df: pd.DataFrame, paper: bool) -> Table | None:
+    """Methods x Spec-Bench categories + overall + other tasks: ``speedup (MAT)``."""
+    df = lossless_defaults(runs_df)
+    if df.empty or df["speedup"].isna().all():
+        return None
+    cats = cats_df[cats_df["label"].isin(df["label"]) & (cats_df["task"] == "spec_bench")]
+    groups = [g for g in SPEC_BENCH_GROUPS if g in set(cats["category"])]
+    tasks = [t for t in dict.fromkeys(df["task"]) if t != "spec_bench"]
+    header = ["method", *[g.replace("_", " ") for g in groups]]
+    header += ["Spec-Bench overall"] if "spec_bench" in set(df["task"]) else []
+    header += [F.TASK_NAMES.get(t, t) for t in tasks]
+    sources = ["racer", "spec_bench"] if paper else []
+    header += [f"{PN.column(s)}: Spec-Bench overall" for s in sources]
+    rows = []
+    for method in dict.fromkeys(df["method"]):
+        label = F.METHOD_NAMES.get(method, method)
+        cells = [speed_cell(lookup(cats, method=method, category=g)) for g in groups]
+        if "spec_bench" in set(df["task"]):
+            cells.append(speed_cell(lookup(df, method=method, task="spec_bench")))
+        cells += [speed_cell(lookup(df, method=method, task=t)) for t in tasks]
+        tables = {"racer": PN.RACER_SPEC_BENCH, "spec_bench": PN.SPEC_BENCH_LEADERBOARD}
+        cells += [reported(tables[s].get(method)) for s in sources]
+        rows.append([label, *cells])
+    notes = [
+        "Cells: speedup over AR (×) and, in brackets, MAT. multi turn = the 8 MT-Bench "
+        "categories of Spec-Bench (2 turns each).",
+        *context_notes(df),
+    ]
+    return Table(
+        "main",
+        "Main results: speedup (MAT) per task and Spec-Bench category",
+        header,
+        rows,
+        notes + PN.citations(sources),
+    )
+
+
+def ablation_table(runs_df: pd.DataFrame, paper: bool) -> Table | None:
+    """RACER variants (one override each) per task: ``speedup (MAT)`` and retrieval hit rate."""
+    df = runs_df[(runs_df["method"] == "racer") & runs_df["lossless"].astype(bool)]
+    present = [(name, v) for name, v in ABLATIONS if (df["variant"] == v).any()]
+    if len(present) < 2:
+        return None
+    tasks = list(dict.fromkeys(df["task"]))
+    header = ["RACER variant", "override"]
+    for task in tasks:
+        name = F.TASK_NAMES.get(task, task)
+        header += [f"{name}: speedup (MAT)", f"{name}: retrieval hit"]
+    header += [f"{PN.column('racer')}: MAT (Spec-Bench)"] if paper else []
+    rows = []
+    for name, variant in present:
+        cells = [name, variant or "defaults"]
+        for task in tasks:
+            row = lookup(df, variant=variant, task=task)
+            hit = None if row is None else row.get("retrieval_hit_rate")
+            cells += [speed_cell(row), num(hit, "{:.0%}")]
+        if paper:
+            cells.append(
+                PN.RACER_ABLATION_MAT[variant].text if variant in PN.RACER_ABLATION_MAT else DASH
+            )
+        rows.append(cells)
+    notes = [
+        "Each variant changes one key of conf/method/racer.yaml (method.<key>=<value>). "
+        "Retrieval hit = share of steps whose draft holds a retrieved node.",
+        *context_notes(df),
+    ]
+    return Table(
+        "ablation",
+        "RACER ablations",
+        header,
+        rows,
+        notes + PN.citations(["racer"] if paper else []),
+    )
+
+
+def retrieval_cells(df: pd.DataFrame, method: str, tasks: list[str], paper: bool) -> list[str]:
+    """One method's row of the LogitSpec table."""
+    cells = [F.METHOD_NAMES.get(method, method)]
+    for task in tasks:
+        row = lookup(df, method=method, task=task)
+        values = [None if row is None else row.get(k) for k in
+                  ("speedup", "mat", "retrieval_hit_rate")]  # fmt: skip
+        cells += [num(v, f) for v, f in zip(values, ("{:.2f}×", "{:.2f}", "{:.0%}"), strict=True)]
+    if paper:
+        own = PN.LOGITSPEC_HEADLINE if method == "logitspec" else None
+        cells += [reported(own), reported(PN.RACER_SPEC_BENCH.get(method))]
+    return cells
+
+
+def logitspec_table(runs_df: pd.DataFrame, paper: bool) -> Table | None:
+    """Retrieval-based methods per task: speedup, MAT and retrieval success (hit rate)."""
+    df = lossless_defaults(runs_df)
+    if df.empty or "logitspec" not in set(df["method"]):
+        return None
+    with_retrieval = df.groupby("method")["retrieval_hit_rate"].max().fillna(0) > 0
+    df = df[df["method"].isin(with_retrieval[with_retrieval].index)]
+    tasks = list(dict.fromkeys(df["task"]))
+    header = ["method"]
+    for task in tasks:
+        name = F.TASK_NAMES.get(task, task)
+        header += [f"{name}: speedup", f"{name}: MAT", f"{name}: retrieval success"]
+    header += [PN.column("logitspec"), f"{PN.column('racer')}: Spec-Bench"] if paper else []
+    rows = [retrieval_cells(df, method, tasks, paper) for method in dict.fromkeys(df["method"])]
+    notes = [
+        "Retrieval success = share of steps whose draft holds a retrieved node "
+        "(LogitSpec: an n-gram match of the next-next token guesses).",
+        *context_notes(df),
+    ]
+    sources = ["logitspec", "racer"] if paper else []
+    return Table(
+        "logitspec",
+        "LogitSpec and retrieval-based drafting",
+        header,
+        rows,
+        notes + PN.citations(sources),
+    )
+
+
+def asd_rows(df: pd.DataFrame) -> pd.DataFrame:
+    """One task's ASD runs to show: the Pareto front and the paper's frozen setting."""
+    gain = df["gain_vs_strict"].to_numpy(dtype=float)
+    delta = df["accuracy_delta"].to_numpy(dtype=float) if "accuracy_delta" in df else None
+    if delta is None or np.isnan(delta).all():  # speed-only task: the fastest setting
+        front = gain == np.nanmax(gain)
+    else:
+        front = pareto_front(delta, gain)
+    frozen = np.ones(len(df), dtype=bool)
+    for column, value in PN.ASD_FROZEN.items():
+        frozen &= (df[column] == value).to_numpy() if column in df else False
+    return df[front | frozen].sort_values("gain_vs_strict", ascending=False)
+
+
+def asd_paper_cells(row: pd.Series) -> list[str]:
+    """The ASD paper's numbers on the row of its frozen setting (dashes elsewhere)."""
+    if any(row.get(k) != v for k, v in PN.ASD_FROZEN.items()):
+        return [DASH] * 4
+    r = PN.ASD_REPORTED
+    accuracy = r["accuracy_delta_humaneval"].text if row["task"] == "humaneval" else DASH
+    divergence = r["divergence_math"].text if row["task"] in ("gsm8k", "math500") else DASH
+    return [r["gain"].text, r["mat"].text, accuracy, divergence]
+
+
+ASD_HEADER = ["task", "drafter", "setting", "throughput gain", "MAT strict → ASD",
+              "accuracy Δ (pp) [95% CI]", "divergence"]  # fmt: skip
+ASD_NOTE = (
+    "Rows: Pareto-optimal (B, g, M) settings over (throughput gain, accuracy delta) per task, "
+    "plus the paper's frozen setting B=8 g=0.25 M=2 when it was run. Gain = ASD / strict greedy "
+    "throughput - 1 (same drafter, same prompts); divergence = share of prompts whose output "
+    "differs from strict greedy."
+)
+
+
+def asd_cells(row: pd.Series) -> list[str]:
+    """Our cells of one ASD run (a runs-frame row)."""
+    keys = ("accuracy_delta", "accuracy_delta_ci_low", "accuracy_delta_ci_high")
+    low_mid_high = [num(row.get(k, math.nan) * 100, "{:+.1f}") for k in keys]
+    return [
+        F.TASK_NAMES.get(row["task"], row["task"]),
+        F.METHOD_NAMES.get(row["method"], row["method"]),
+        asd_label(row),
+        num(row["gain_vs_strict"], "{:+.1%}"),
+        f"{num(row.get('strict_mat'), '{:.2f}')} → {num(row['mat'], '{:.2f}')}",
+        f"{low_mid_high[0]} [{low_mid_high[1]}, {low_mid_high[2]}]",
+        num(row.get("divergence"), "{:.0%}"),
+    ]
+
+
+def asd_table(runs_df: pd.DataFrame, paper: bool) -> Table | None:
+    """ASD vs strict greedy with the same drafter, per task and (B, g, M) setting."""
+    if "gain_vs_strict" not in runs_df or runs_df["gain_vs_strict"].isna().all():
+        return None
+    df = runs_df.dropna(subset=["gain_vs_strict"])
+    header = list(ASD_HEADER)
+    if paper:
+        header += [f"{PN.column('asd')}: {h}" for h in ("gain", "MAT", "accuracy Δ", "divergence")]
+    rows = []
+    for _, task_df in df.groupby("task", sort=False):
+        for _, row in asd_rows(task_df).iterrows():
+            rows.append(asd_cells(row) + (asd_paper_cells(row) if paper else []))
+    notes = [ASD_NOTE, *context_notes(df), *PN.citations(["asd"] if paper else [])]
+    return Table("asd", "Approximate speculative decoding (lossy) vs strict greedy", header,
+                 rows, notes)  # fmt: skip
+
+
+def to_markdown(table: Table) -> str:
+    """A Markdown section: title, pipe table, notes."""
+    lines = [
+        f"### {table.title}",
+        "",
+        "| " + " | ".join(table.header) + " |",
+        "|" + "|".join("---" if i == 0 else "---:" for i in range(len(table.header))) + "|",
+    ]
+    lines += [
+        "| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |" for row in table.rows
+    ]
+    lines += ["", *[f"- {note}" for note in table.notes]]
+    return "\n".join(lines) + "\n"
+
+
+LATEX_ESCAPES = {
+    "\\": r"\textbackslash{}",
+    "&": r"\&",
+    "%": r"\%",
+    "_": r"\_",
+    "#": r"\#",
+    "$": r"\$",
+    "{": r"\{",
+    "}": r"\}",
+    "×": r"$\times$",
+    "→": r"$\rightarrow$",
+    "≈": r"$\approx$",
+    "Δ": r"$\Delta$",
+    "−": r"$-$",
+    "–": "--",
+    "τ": r"$\tau$",
+    "≥": r"$\geq$",
+    ">": r"$>$",
+    "·": r"$\cdot$",
+}
+
+
+def latex_escape(text: str) -> str:
+    return "".join(LATEX_ESCAPES.get(ch, ch) for ch in text)
+
+
+def to_latex(table: Table) -> str:
+    """A booktabs ``table`` environment with the notes below the tabular."""
+    spec = "l" + "r" * (len(table.header) - 1)
+    lines = [
+        f"% {table.key}",
+        r"\begin{table}[t]",
+        r"\centering",
+        r"\small",
+        rf"\begin{{tabular}}{{{spec}}}",
+        r"\toprule",
+        " & ".join(latex_escape(h) for h in table.header) + r" \\",
+        r"\midrule",
+    ]
+    lines += [" & ".join(latex_escape(c) for c in row) + r" \\" for row in table.rows]
+    lines += [
+        r"\bottomrule",
+        r"\end{tabular}",
+        rf"\caption{{{latex_escape(table.title)}}}",
+        rf"\label{{tab:{table.key}}}",
+    ]
+    lines += [rf"\par\smallskip{{\footnotesize {latex_escape(n)}\par}}" for n in table.notes]
+    return "\n".join([*lines, r"\end{table}"]) + "\n"
+
+
+def build_tables(runs: Sequence[F.Run], paper: bool = True) -> list[Table]:
+    """Every table the runs have data for."""
+    runs_df = F.runs_frame(runs)
+    tables = [
+        main_table(runs_df, F.categories_frame(runs), paper),
+        ablation_table(runs_df, paper),
+        logitspec_table(runs_df, paper),
+        asd_table(runs_df, paper),
+    ]
+    return [t for t in tables if t is not None]
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    F.add_cli_args(parser)
+    parser.add_argument("--out", type=Path, help="Markdown file; a .tex twin is written beside it")
+    parser.add_argument("--no-paper", action="store_true", help="omit the papers' numbers")
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> list[Table]:
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s: %(message)s")
+    args = parse_args(argv)
+    tables = build_tables(F.load_cli(args), paper=not args.no_paper)
+    if not tables:
+        sys.exit(f"error: no table can be built from {', '.join(map(str, args.results))}")
+    sources = ", ".join(str(p) for p in args.results)
+    markdown = f"<!-- generated by scripts/make_tables.py --results {sources} -->\n\n"
+    markdown += "\n".join(to_markdown(t) for t in tables)
+    if args.out is None:
+        print(markdown)
+        return tables
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(markdown, encoding="utf-8")
+    args.out.with_suffix(".tex").write_text("\n".join(to_latex(t) for t in tables), "utf-8")
+    print(f"wrote {args.out} and {args.out.with_suffix('.tex')}: {[t.key for t in tables]}")
+    return tables
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,182 @@
+"""Results scripts end to end on fake run folders: tables, figures, sweeps, experiment configs."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from types import ModuleType
+
+import pandas as pd
+import pytest
+from omegaconf import DictConfig, OmegaConf
+
+from racer_bench import frames as F
+from racer_bench import paper_numbers as PN
+from tests.unit.test_frames import SPEC_CATEGORIES, write_run
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def load_script(name: str) -> ModuleType:
+    """``scripts/<name>.py`` as a module (the scripts folder is not a package)."""
+    sys.path.insert(0, str(REPO / "scripts"))
+    spec = importlib.util.spec_from_file_location(name, REPO / "scripts" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses look their module up while the class is built
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Main runs (two methods, two tasks), three RACER ablations and an ASD grid."""
+    root = tmp_path_factory.mktemp("results")
+    for i, (method, accept) in enumerate((("pld", 0.5), ("logitspec", 0.9), ("racer", 1.5))):
+        write_run(root / "main", f"s{i}", method, "spec_bench", SPEC_CATEGORIES, 12, accept=accept,
+                  ranks=method == "racer", seed=i)  # fmt: skip
+        write_run(root / "main", f"h{i}", method, "humaneval", ("humaneval",), 4, seed=10 + i)
+    for i, cfg in enumerate(({"retrieval": False}, {"logit_source": "last"})):
+        write_run(root / "ablation", str(i), "racer", "spec_bench", SPEC_CATEGORIES, 12,
+                  ranks=True, method_cfg=cfg, seed=20 + i)  # fmt: skip
+    for i, (budget, gate) in enumerate(((0.0, 0.25), (8.0, 0.25), (8.0, 0.5), (12.0, 1.0))):
+        write_run(root / "asd", str(i), "racer", "gsm8k", ("gsm8k",), 6, verifier="asd",
+                  strict=True, verifier_cfg={"budget": budget, "gate": gate}, seed=30 + i,
+                  started=f"2026-01-01T00:00:0{i}")  # fmt: skip
+    return root
+
+
+@pytest.fixture(scope="module")
+def tables(results: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    out = tmp_path_factory.mktemp("docs") / "tables.md"
+    built = load_script("make_tables").main(["--results", str(results), "--out", str(out)])
+    markdown = out.read_text()
+    sections = re.split(r"^### ", markdown, flags=re.M)[1:]
+    return {t.key: s for t, s in zip(built, sections, strict=True)} | {
+        "tex": out.with_suffix(".tex").read_text(), "all": markdown}  # fmt: skip
+
+
+def md_rows(section: str) -> dict[str, list[str]]:
+    """Table rows of a Markdown section, keyed by their first cell."""
+    rows = [line.strip("|").split(" | ") for line in section.splitlines() if line.startswith("| ")]
+    return {cells[0].strip(): [c.strip() for c in cells] for cells in rows[1:]}
+
+
+def test_all_four_tables_are_built(tables: dict[str, str]) -> None:
+    assert {"main", "ablation", "logitspec", "asd"} <= set(tables)
+    assert "make_tables.py --results" in tables["all"].splitlines()[0]
+
+
+def test_main_table_cells_come_from_the_runs(results: Path, tables: dict[str, str]) -> None:
+    df = F.runs_frame(F.load_runs(results)).set_index(["label", "task"])
+    racer = md_rows(tables["main"])["RACER"]
+    overall = df.loc[("RACER", "spec_bench")]
+    assert f"{overall['speedup']:.2f}× ({overall['mat']:.2f})" in racer
+    humaneval = df.loc[("RACER", "humaneval")]
+    assert racer[-3] == f"{humaneval['speedup']:.2f}× ({humaneval['mat']:.2f})"
+    assert racer[-2:] == ["2.21× (3.00)", "–"]  # RACER paper | Spec-Bench leaderboard
+    header = tables["main"].splitlines()[2]
+    assert "multi turn" in header and "RACER paper: Spec-Bench overall" in header
+    assert "arXiv:2604.14885" in tables["main"]
+    assert "tiny_random (float64) on cpu:test" in tables["main"]
+
+
+def test_ablation_table_rows_and_paper_column(tables: dict[str, str]) -> None:
+    rows = md_rows(tables["ablation"])
+    assert list(rows) == ["RACER (full)", "logits tree only", "last logit instead of copy"]
+    assert rows["logits tree only"][1] == "retrieval=false"
+    assert rows["logits tree only"][-1] == PN.RACER_ABLATION_MAT["retrieval=false"].text
+
+
+def test_asd_table_shows_front_and_frozen_setting(results: Path, tables: dict[str, str]) -> None:
+    rows = [r for r in md_rows(tables["asd"]).values()]
+    settings = [r[2] for r in rows]
+    assert "B=8 g=0.25 M=2" in settings
+    frozen = rows[settings.index("B=8 g=0.25 M=2")]
+    assert frozen[-4:] == [PN.ASD_REPORTED["gain"].text, PN.ASD_REPORTED["mat"].text, "–",
+                           PN.ASD_REPORTED["divergence_math"].text]  # fmt: skip
+    df = F.runs_frame(F.load_runs(results / "asd"))
+    row = df[df["verifier.budget"] == 8.0].query("`verifier.gate` == 0.25").iloc[0]
+    assert frozen[3] == f"{row['gain_vs_strict']:+.1%}"
+    assert frozen[4] == f"{row['strict_mat']:.2f} → {row['mat']:.2f}"
+
+
+def test_latex_is_escaped(tables: dict[str, str]) -> None:
+    tex = tables["tex"]
+    assert tex.count(r"\begin{tabular}") == 4 and r"\label{tab:asd}" in tex
+    assert r"$\times$" in tex and "×" not in tex and r"tiny\_random" in tex
+
+
+def test_no_paper_drops_the_reported_columns(results: Path, tmp_path: Path) -> None:
+    out = tmp_path / "t.md"
+    load_script("make_tables").main(["--results", str(results / "main"), "--out", str(out),
+                                     "--no-paper"])  # fmt: skip
+    text = out.read_text()
+    assert "paper" not in text and "leaderboard" not in text and "arXiv" not in text
+
+
+def test_mismatched_runs_are_refused_with_the_reason(tmp_path: Path) -> None:
+    write_run(tmp_path, "a")
+    write_run(tmp_path, "b", dtype="bfloat16")
+    with pytest.raises(SystemExit, match="dtype differs"):
+        load_script("make_tables").main(["--results", str(tmp_path)])
+
+
+def test_make_figures_writes_png_and_pdf(results: Path, tmp_path: Path) -> None:
+    written = load_script("make_figures").main(
+        ["--results", str(results / "main"), "--out", str(tmp_path), "--formats", "png", "pdf"]
+    )
+    names = {p.stem for p in written}
+    assert {"speedup_mat", "categories", "accept_hist", "retrieval", "accepted_ranks"} == names
+    assert all(p.stat().st_size > 1000 for p in written)
+
+
+def test_collect_sweep_orders_jobs_and_keeps_varying_overrides(tmp_path: Path) -> None:
+    for job in (0, 2, 10):
+        run_dir = write_run(tmp_path / "multirun", str(job), "racer", seed=job,
+                            method_cfg={"capacity": 2**job})  # fmt: skip
+        (run_dir / ".hydra").mkdir()
+        overrides = ["model=tiny_random", f"method.capacity={2**job}"]
+        (run_dir / ".hydra" / "overrides.yaml").write_text(OmegaConf.to_yaml(overrides))
+    collect = load_script("collect_sweep")
+    out = tmp_path / "sweep.md"
+    collect.main(["--results", str(tmp_path / "multirun"), "--out", str(out)])
+    rows = md_rows(out.read_text())
+    assert list(rows) == ["0", "2", "10"]
+    assert [r[1] for r in rows.values()] == ["method.capacity=1", "method.capacity=4",
+                                            "method.capacity=1024"]  # fmt: skip
+    csv = tmp_path / "sweep.csv"
+    collect.main(["--results", str(tmp_path / "multirun"), "--out", str(csv)])
+    assert len(pd.read_csv(csv)) == 3
+
+
+EXPERIMENTS = sorted(p.stem for p in (REPO / "conf" / "experiment").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("name", EXPERIMENTS)
+def test_experiment_composes_and_names_its_command(
+    compose_cfg: Callable[..., DictConfig], name: str
+) -> None:
+    text = (REPO / "conf" / "experiment" / f"{name}.yaml").read_text()
+    assert text.startswith("# @package _global_")
+    assert f"python -m racer_bench experiment={name}" in text
+    cfg = compose_cfg(f"experiment={name}")
+    OmegaConf.to_container(cfg, resolve=True)  # every interpolation resolves
+    assert cfg.experiment_name == name
+
+
+def test_ablation_experiment_variants_match_the_table_rows(
+    compose_cfg: Callable[..., DictConfig],
+) -> None:
+    cfg = compose_cfg("experiment=racer_ablation")
+    variants = set()
+    for ablation in cfg.ablations:
+        composed = compose_cfg("experiment=racer_ablation", f"ablation={ablation}")
+        method = OmegaConf.to_container(composed.method, resolve=True)
+        defaults = F.group_defaults("method", "racer")
+        diff = {k: v for k, v in F.flatten(method, "method").items() if defaults.get(k) != v}
+        variants.add(F.variant_string(diff))
+    table_variants = {v for _, v in load_script("make_tables").ABLATIONS}
+    assert variants == table_variants
