@@ -128,14 +128,22 @@ class Datastore:
     ) -> tuple[int, int, int]:
         """Longest suffix of ``context`` (lengths ``max_span`` down to ``min_span``) found.
 
+        Same answer as REST's scan from the longest length down, by bisection: when a suffix
+        occurs, every shorter suffix occurs too.
+
         Returns:
             (span, lo, hi): the suffix length and its suffix-array range; span 0 when none hit.
         """
-        for span in range(min(max_span, len(context)), min_span - 1, -1):
+        best = (0, 0, 0)
+        short, long = min_span, min(max_span, len(context))
+        while short <= long:
+            span = (short + long) // 2
             lo, hi = self.match_range(context[len(context) - span :])
             if hi > lo:
-                return span, lo, hi
-        return 0, 0, 0
+                best, short = (span, lo, hi), span + 1
+            else:
+                long = span - 1
+        return best
 
     def continuations(self, lo: int, hi: int, span: int, k: int, long: int) -> np.ndarray:
         """Next ``long`` tokens after the first ``k`` matches of the range (REST's order).

@@ -66,8 +66,9 @@ def retrieve_draft(
         return _with_meta(Draft.empty(), meta)
     conts = store.continuations(lo, hi, span, k, long)
     builder = TrieBuilder(num_nodes)
-    for prefix in top_prefixes(conts, num_nodes):
-        builder.add_path(prefix, Source.RETRIEVAL)
+    nodes: dict[tuple[int, ...], int] = {}
+    for prefix in map(tuple, top_prefixes(conts, num_nodes)):  # parents come first
+        nodes[prefix] = builder.add(nodes.get(prefix[:-1], -1), prefix[-1], Source.RETRIEVAL)
     found = float(len(builder) > 0)
     meta.update(retrieval_found=found, match_span=float(span), n_matches=float(hi - lo))
     return builder.build(meta)

@@ -77,6 +77,19 @@ def test_longest_match_prefers_the_longest_suffix():
     assert store.longest_match([7, 3], max_span=16, min_span=1)[0] == 1
 
 
+def test_longest_match_equals_a_scan_from_the_longest_span():
+    rng = np.random.default_rng(2)
+    tokens = rng.integers(0, 3, size=3000).tolist()
+    store = store_of(tokens)
+    for _ in range(50):
+        context = rng.integers(0, 3, size=20).tolist()
+        span, lo, hi = store.longest_match(context, max_span=16, min_span=2)
+        scan = next((s for s in range(16, 1, -1) if naive_matches(tokens, context[-s:])), 0)
+        assert span == scan
+        if span:
+            assert set(store.sa[lo:hi].tolist()) == naive_matches(tokens, context[-span:])
+
+
 def test_continuations_stop_at_separator_and_corpus_end_and_respect_k():
     tokens = [1, 2, 3, 4, SEP, 1, 2, 5, 1, 2]
     store = store_of(tokens)
