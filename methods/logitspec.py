@@ -141,7 +141,7 @@ class LogitSpecDrafter:
 
     name: ClassVar[str] = "logitspec"
     version: ClassVar[str] = "1"
-    needs = DrafterNeeds(topk=64)
+    needs = DrafterNeeds(topk=64, node_topk=False)  # only the last logits are used
 
     def __init__(
         self,
@@ -165,7 +165,7 @@ class LogitSpecDrafter:
         self.lengths = tuple(int(n) for n in rank_lengths)
         self.merge_prefixes = merge_prefixes
         k = draft_tree_capacity if topk is None else topk
-        self.needs = DrafterNeeds(topk=max(1, min(k, vocab_size)))
+        self.needs = DrafterNeeds(topk=max(1, min(k, vocab_size)), node_topk=False)
         self.index = NgramIndex(max_ngram_size, num_pred_tokens)
 
     def reset(self, prompt_ids: list[int], prompt_topk: torch.Tensor | None) -> None:

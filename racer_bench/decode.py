@@ -47,37 +47,21 @@ def generate(
     observers: Sequence[Observer] = (),
 ) -> GenerationResult:
     """Generate a continuation of ``prompt_ids`` (batch size 1)."""
-    options = options or LoopOptions()
-    clock = SyncedClock(target.synchronize)
-    k = drafter.needs.topk
-    t0 = clock.now()
-    needs = drafter.needs
-    prompt_hidden = None
-    if needs.hidden_states:
-        logits, prompt_hidden = target.prefill_with_hidden(
-            prompt_ids, needs.prefill_topk, hidden_layers=needs.hidden_layers
-        )
-    else:
-        logits = target.prefill(prompt_ids, all_logits=needs.prefill_topk)
-    drafter.reset(prompt_ids, logits.topk(k).indices if drafter.needs.prefill_topk else None)
-    verifier.reset()
-    first = verifier.verify(Draft.empty(), logits[-1:], rng).bonus
-    root_topk = logits[-1].topk(k).indices if k else None
+    loop = _Loop(target, drafter, verifier, stop, rng, options or LoopOptions())
+    t0 = loop.clock.now()
+    first, root_topk, prompt_hidden = loop.prefill(prompt_ids)
     tokens = [*prompt_ids, first]
     generated: list[int] = []
     n_keep, reason = stop.cut(generated, [first])
     generated += [first][:n_keep]
-    t1 = clock.now()
+    t1 = loop.clock.now()
     steps: list[StepRecord] = []
     while reason is None:
         if len(tokens) + 1 >= target.max_length:
             reason = "context"
             break
-        record, committed, root_topk = _step(
-            target, drafter, verifier, tokens, root_topk, stop, rng, options, clock, generated,
-            prompt_hidden,
-        )  # fmt: skip
-        prompt_hidden = None
+        record, committed, root_topk = loop.step(tokens, generated, root_topk, prompt_hidden)
+        prompt_hidden = None  # only the first step's context carries the prompt's features
         n_keep, reason = stop.cut(generated, committed)
         record.n_committed = n_keep
         record.n_accepted = min(record.n_accepted, n_keep)
@@ -86,7 +70,7 @@ def generate(
         steps.append(record)
         for observer in observers:
             observer(record, committed[:n_keep])
-    t2 = clock.now()
+    t2 = loop.clock.now()
     text = target.tokenizer.decode(generated, skip_special_tokens=True)
     return GenerationResult(
         tokens=generated,
@@ -98,46 +82,86 @@ def generate(
     )
 
 
-def _step(
-    target: HFTarget,
-    drafter: Drafter,
-    verifier: Verifier,
-    tokens: list[int],
-    root_topk: torch.Tensor | None,
-    stop: StopRule,
-    rng: torch.Generator,
-    options: LoopOptions,
-    clock: SyncedClock,
-    generated: list[int],
-    prompt_hidden: torch.Tensor | None = None,
-) -> tuple[StepRecord, list[int], torch.Tensor | None]:
-    """One propose/verify/commit/update step; returns (record, committed tokens, new root top-k)."""
-    room = min(stop.max_new_tokens - len(generated), target.max_length - len(tokens) - 1)
-    max_depth = max(room - 1, 0)  # accepted + bonus must fit in the room left
-    ctx = DraftContext(tokens, tokens[-1], options.max_draft, max_depth, root_topk, prompt_hidden)
-    t0 = clock.now()
-    draft = prune(drafter.propose(ctx), options.max_draft, max_depth)
-    t1 = clock.now()
-    if options.check_drafts:
-        check_draft(draft, options.max_draft)
-    past = target.length
-    needs = drafter.needs
-    out = target.forward_tree(ctx.root, draft, needs.hidden_states, needs.hidden_layers)
-    result = verifier.verify(draft, out.logits, rng)
-    target.commit(past, result.accepted)
-    t2 = clock.now()
-    node_tokens = draft.tokens.tolist()
-    committed = [node_tokens[i] for i in result.accepted] + [result.bonus]
-    k = drafter.needs.topk
-    node_topk = out.logits.topk(k).indices if k else None
-    aux_argmax = out.aux_logits.argmax(-1) if out.aux_logits is not None else None
-    hidden = out.hidden[: len(draft) + 1] if out.hidden is not None else None
-    drafter.update(Feedback(draft, result.accepted, committed, node_topk, aux_argmax, hidden))
-    t3 = clock.now()
-    new_root_topk = node_topk[result.accepted[-1] + 1 if result.accepted else 0] if k else None
-    record = _record(draft, result.accepted, t1 - t0, t2 - t1, t3 - t2)
-    record.n_relaxed, record.regret = result.n_relaxed, result.regret
-    return record, committed, new_root_topk
+@dataclass
+class _Loop:
+    """The pieces one generation call threads through every step."""
+
+    target: HFTarget
+    drafter: Drafter
+    verifier: Verifier
+    stop: StopRule
+    rng: torch.Generator
+    options: LoopOptions
+
+    def __post_init__(self) -> None:
+        self.clock = SyncedClock(self.target.synchronize)
+        self.needs = self.drafter.needs
+
+    def prefill(
+        self, prompt_ids: list[int]
+    ) -> tuple[int, torch.Tensor | None, torch.Tensor | None]:
+        """Cache the prompt, reset drafter and verifier; return (first token, root topk, hidden)."""
+        needs, k = self.needs, self.needs.topk
+        prompt_hidden = None
+        if needs.hidden_states:
+            logits, prompt_hidden = self.target.prefill_with_hidden(
+                prompt_ids, needs.prefill_topk, hidden_layers=needs.hidden_layers
+            )
+        else:
+            logits = self.target.prefill(prompt_ids, all_logits=needs.prefill_topk)
+        self.drafter.reset(prompt_ids, logits.topk(k).indices if needs.prefill_topk else None)
+        self.verifier.reset()
+        first = self.verifier.verify(Draft.empty(), logits[-1:], self.rng).bonus
+        return first, logits[-1].topk(k).indices if k else None, prompt_hidden
+
+    def step(
+        self,
+        tokens: list[int],
+        generated: list[int],
+        root_topk: torch.Tensor | None,
+        prompt_hidden: torch.Tensor | None = None,
+    ) -> tuple[StepRecord, list[int], torch.Tensor | None]:
+        """One propose/verify/commit/update step; returns (record, committed, new root top-k)."""
+        target, options, clock, needs = self.target, self.options, self.clock, self.needs
+        room = min(self.stop.max_new_tokens - len(generated), target.max_length - len(tokens) - 1)
+        max_depth = max(room - 1, 0)  # accepted + bonus must fit in the room left
+        ctx = DraftContext(tokens, tokens[-1], options.max_draft, max_depth, root_topk,
+                           prompt_hidden)  # fmt: skip
+        t0 = clock.now()
+        draft = prune(self.drafter.propose(ctx), options.max_draft, max_depth)
+        t1 = clock.now()
+        if options.check_drafts:
+            check_draft(draft, options.max_draft)
+        past = target.length
+        out = target.forward_tree(ctx.root, draft, needs.hidden_states, needs.hidden_layers)
+        result = self.verifier.verify(draft, out.logits, self.rng)
+        target.commit(past, result.accepted)
+        t2 = clock.now()
+        node_tokens = draft.tokens.tolist()
+        committed = [node_tokens[i] for i in result.accepted] + [result.bonus]
+        node_topk, new_root_topk = self._topk(out.logits, result.accepted)
+        aux_argmax = out.aux_logits.argmax(-1) if out.aux_logits is not None else None
+        hidden = out.hidden[: len(draft) + 1] if out.hidden is not None else None
+        self.drafter.update(
+            Feedback(draft, result.accepted, committed, node_topk, aux_argmax, hidden)
+        )
+        t3 = clock.now()
+        record = _record(draft, result.accepted, t1 - t0, t2 - t1, t3 - t2)
+        record.n_relaxed, record.regret = result.n_relaxed, result.regret
+        return record, committed, new_root_topk
+
+    def _topk(
+        self, logits: torch.Tensor, accepted: list[int]
+    ) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+        """(top-k at every row if the drafter wants it, top-k of the bonus row = next root)."""
+        k = self.needs.topk
+        if not k:
+            return None, None
+        row = accepted[-1] + 1 if accepted else 0
+        if self.needs.node_topk:
+            node_topk = logits.topk(k).indices  # [N+1, k]
+            return node_topk, node_topk[row]
+        return None, logits[row].topk(k).indices
 
 
 def _record(

@@ -23,6 +23,8 @@ class DrafterNeeds:
             (``DraftContext.root_topk``) and at every verified node (``Feedback.node_topk``);
             0 = none.
         prefill_topk: whether the top-k of every prompt position is passed to ``reset``.
+        node_topk: whether ``Feedback.node_topk`` is filled (top-k of every verified row, about
+            as costly as the verifier's argmax); False = only the next root's top-k is computed.
         hidden_states: whether the target must return hidden states (model-based drafters):
             the prompt's on the first ``DraftContext.hidden``, every verified row's on
             ``Feedback.hidden``.
@@ -33,6 +35,7 @@ class DrafterNeeds:
 
     topk: int = 0
     prefill_topk: bool = False
+    node_topk: bool = True
     hidden_states: bool = False
     hidden_layers: tuple[int, ...] = ()
 
