@@ -136,11 +136,12 @@ class _Loop:
         out = target.forward_tree(ctx.root, draft, needs.hidden_states, needs.hidden_layers)
         result = self.verifier.verify(draft, out.logits, self.rng)
         target.commit(past, result.accepted)
+        # the aux branch's argmax is target work (like the verifier's), so it is verify time
+        aux_argmax = out.aux_logits.argmax(-1) if out.aux_logits is not None else None
         t2 = clock.now()
         node_tokens = draft.tokens.tolist()
         committed = [node_tokens[i] for i in result.accepted] + [result.bonus]
         node_topk, new_root_topk = self._topk(out.logits, result.accepted)
-        aux_argmax = out.aux_logits.argmax(-1) if out.aux_logits is not None else None
         hidden = out.hidden[: len(draft) + 1] if out.hidden is not None else None
         self.drafter.update(
             Feedback(draft, result.accepted, committed, node_topk, aux_argmax, hidden)
