@@ -230,7 +230,11 @@ def group_defaults(group: str, choice: str | None, conf_dir: Path = CONF_DIR) ->
 
 
 def overrides(run: Run) -> dict[str, Any]:
-    """Method and verifier values that differ from their YAML defaults (the run's variant)."""
+    """Method and verifier values that differ from their YAML defaults (the run's variant).
+
+    The defaults are those of this checkout's ``conf/``: a default changed after the run shows
+    up as a variant of the older runs.
+    """
     diff = {}
     for group in ("method", "verifier"):
         choice = run.manifest.get(group)
