@@ -126,6 +126,7 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     out = Path(cfg.out).expanduser()
     state_path = out.with_suffix(".state")
     step, losses = _resume(cfg, state_path, head, opt)
+    start = step
     t0, bar = time.time(), tqdm(total=cfg.train.max_steps, initial=step, desc=cfg.kind)
     while step < cfg.train.max_steps and time.time() - t0 < 60 * cfg.train.max_minutes:
         i = rng.randrange(len(seqs))
@@ -144,6 +145,7 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     _save_state(state_path, head, opt, step, losses)
     save_checkpoint(out, cfg.kind, config, head)
     summary = _summary(cfg, data, seqs, losses, step, time.time() - t0, time.time() - t_start)
+    summary["resumed_from"] = start
     out.with_suffix(".json").write_text(json.dumps(summary, indent=1))
     return summary
 
