@@ -45,6 +45,7 @@ def main() -> None:
     parser.add_argument("--max-new-tokens", type=int, default=256)
     parser.add_argument("--methods", nargs="+", default=DEFAULT_METHODS)
     parser.add_argument("--no-hf", action="store_true", help="skip transformers prompt lookup")
+    parser.add_argument("--hf-generate", action="store_true", help="also time plain generate()")
     parser.add_argument("--cache-dir", default="~/.cache/racer_bench/models")
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--out", default=None, help="write the table and totals (JSON) here")
@@ -55,6 +56,8 @@ def main() -> None:
     prompts = humaneval_prompts(target, args.limit)
     n = args.max_new_tokens
     runners: dict[str, Runner] = {"ar": loop_runner(target, NullDrafter(), n)}
+    if args.hf_generate:
+        runners["hf_generate"] = hf_runner(target, n)
     if not args.no_hf:
         runners["hf_prompt_lookup"] = hf_runner(target, n, prompt_lookup_num_tokens=10)
     for spec in args.methods:
@@ -68,6 +71,12 @@ def main() -> None:
         f"{torch.get_num_threads()} CPU threads, {time.time() - start:.0f} s"
     )
     print(header + "\n\n" + table)
+    if "hf_generate" in tallies:
+        ratio = tallies["ar"].tokens_per_s / tallies["hf_generate"].tokens_per_s
+        print(f"our AR / transformers generate(): {ratio:.3f}x")
+        if "hf_prompt_lookup" in tallies:
+            hf_pld = tallies["hf_prompt_lookup"].tokens_per_s / tallies["hf_generate"].tokens_per_s
+            print(f"transformers prompt lookup / generate(): {hf_pld:.2f}x")
     if "hf_prompt_lookup" in tallies:
         hf = tallies["hf_prompt_lookup"].tokens_per_s
         for spec in args.methods:
