@@ -40,7 +40,7 @@ def contender(spec: str, vocab_size: int):
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--limit", type=int, default=40, help="HumanEval problems")
     parser.add_argument("--max-new-tokens", type=int, default=256)
     parser.add_argument("--methods", nargs="+", default=DEFAULT_METHODS)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -38,6 +38,15 @@ torch.use_deterministic_algorithms(True)
 def pytest_configure(config: pytest.Config) -> None:
     if "RACER_BENCH_DATA" not in os.environ and SHARED_DATA.exists():
         os.environ["RACER_BENCH_DATA"] = str(SHARED_DATA)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def one_thread() -> Iterator[None]:
+    """Tests run thousands of tiny ops: intra-op threads only add synchronisation."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
 
 
 @pytest.fixture(scope="session")

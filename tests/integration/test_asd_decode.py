@@ -9,8 +9,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 import torch
 
@@ -23,15 +21,6 @@ from tests.conftest import TINY_PROMPTS, ar_tokens, run_generate
 
 MAX_NEW = 24
 PROMPTS = [list(p) for p in TINY_PROMPTS[:2]]
-
-
-@pytest.fixture(autouse=True, scope="module")
-def one_thread() -> Iterator[None]:
-    """Tiny forwards are faster single-threaded, and the machine is shared."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 @pytest.fixture(scope="module")

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Iterator
 
 import pytest
 import torch
@@ -39,15 +38,6 @@ K = 2  # top-k tokens per position kept as separate cells
 N_GEN = 300  # generations per drafter
 TEMPERATURE = 0.6
 Z_001 = 3.0902  # standard normal quantile of 1 - 0.001
-
-
-@pytest.fixture(autouse=True, scope="module")
-def one_thread() -> Iterator[None]:
-    """Tiny forwards are faster single-threaded, and the machine is shared."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 @pytest.fixture(scope="module")

@@ -18,7 +18,7 @@ from __future__ import annotations
 import random
 from bisect import bisect_right
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from itertools import accumulate
 
 import pytest
@@ -62,15 +62,6 @@ Q_CUM = [list(accumulate(row)) for row in DRAFT_Q.tolist()]
 GREEDY = TARGET.argmax(-1).tolist()
 ROOT = 0
 Proposer = Callable[[int, random.Random], Draft]
-
-
-@pytest.fixture(autouse=True, scope="module")
-def one_thread() -> Iterator[None]:
-    """Thousands of tiny ops: intra-op threads only add synchronisation on a busy machine."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 def tree(tokens: list[int], parents: list[int], q_rows: list[int] | None = None) -> Draft:
