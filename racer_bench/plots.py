@@ -30,13 +30,21 @@ from racer_bench import frames as F
 SPEC_BENCH_GROUPS = ("multi_turn", "translation", "summarization", "qa", "math_reasoning", "rag")
 PALETTE = ("#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860", "#da8bc3",
            "#8c8c8c", "#ccb974", "#64b5cd")  # fmt: skip
+METHOD_COLORS = {
+    "PLD": "#4c72b0", "REST": "#8172b3", "Lookahead": "#937860", "Token Recycling": "#dd8452",
+    "LogitSpec": "#55a868", "RACER": "#c44e52", "AR": "#8c8c8c",
+}  # fmt: skip
 WIDTH = 8.0  # inches; PNGs stay small at the default dpi
+HIST_CAP = 10  # accepted-length bins shown one by one; longer steps are pooled
 
 
 def colors(labels: Sequence[str]) -> dict[str, str]:
-    """A stable colour per label, in order of first appearance."""
-    unique = list(dict.fromkeys(labels))
-    return {label: PALETTE[i % len(PALETTE)] for i, label in enumerate(unique)}
+    """A colour per label: each method keeps its own in every figure; variants take the rest."""
+    out = {label: METHOD_COLORS[label] for label in labels if label in METHOD_COLORS}
+    spare = [c for c in PALETTE if c not in METHOD_COLORS.values()]
+    spare += [c for c in PALETTE if c not in spare and c not in out.values()]
+    others = [label for label in dict.fromkeys(labels) if label not in out]
+    return out | {label: spare[i % len(spare)] for i, label in enumerate(others)}
 
 
 def context_line(df: pd.DataFrame) -> str:
@@ -98,7 +106,8 @@ def _finish(fig: Figure, title: str, df: pd.DataFrame, legend_ax: Axes | None = 
         ncol = min(len(labels), 3)
         fig.legend(handles, labels, loc="lower center", ncol=ncol, fontsize=8, frameon=False)
         rows = -(-len(labels) // ncol)
-        fig.tight_layout(rect=(0, 0.04 + 0.05 * rows, 1, 1))
+        legend_in = 0.15 + 0.22 * rows  # inches kept free below the axes for the legend
+        fig.tight_layout(rect=(0, legend_in / fig.get_figheight(), 1, 1))
     else:
         fig.tight_layout()
     return fig
@@ -161,6 +170,13 @@ def _task_axes(fig: Figure, tasks: Sequence[str]) -> list[Axes]:
     return list(axes)
 
 
+def pool_tail(hist_df: pd.DataFrame, cap: int) -> pd.DataFrame:
+    """Accepted counts >= ``cap`` pooled into one ``"<cap>+"`` bin; counts become strings."""
+    capped = hist_df["n_accepted"].map(lambda n: f"{cap}+" if n >= cap else str(n))
+    df = hist_df.assign(n_accepted=capped)
+    return df.groupby(["label", "n_accepted"], as_index=False, sort=False)["share"].sum()
+
+
 def accept_hist(hist_df: pd.DataFrame, runs_df: pd.DataFrame | None = None) -> Figure:
     """Share of steps by accepted draft tokens (bonus excluded), per method, one panel per task.
 
@@ -174,9 +190,10 @@ def accept_hist(hist_df: pd.DataFrame, runs_df: pd.DataFrame | None = None) -> F
     fig = Figure(figsize=(WIDTH, 3.4))
     axes = _task_axes(fig, tasks)
     for ax, task in zip(axes, tasks, strict=True):
-        df = hist_df[hist_df["task"] == task]
-        counts = [str(c) for c in range(int(df["n_accepted"].max()) + 1)]
-        df = df.assign(n_accepted=df["n_accepted"].astype(str))
+        df = pool_tail(hist_df[hist_df["task"] == task], HIST_CAP)
+        longest = int(hist_df["n_accepted"].max())  # same bins in every panel
+        counts = [str(c) for c in range(min(longest + 1, HIST_CAP))]
+        counts += [f"{HIST_CAP}+"] if longest >= HIST_CAP else []
         grouped_bars(ax, df, "n_accepted", "share", counts, scale=100)
         ax.set_xticklabels(counts, rotation=0)
         ax.set_xlabel("accepted draft tokens per step")
@@ -203,7 +220,7 @@ def retrieval_bars(runs_df: pd.DataFrame) -> Figure:
     grouped_bars(ax_hit, df, "task", "retrieval_hit_rate", groups, scale=100)
     ax_hit.set_ylabel("retrieval hit rate (% of steps)")
     grouped_bars(ax_share, df, "task", "retrieval_accept_share", groups, scale=100)
-    ax_share.set_ylabel("retrieved share of accepted tokens (%)")
+    ax_share.set_ylabel("retrieved share of accepted (%)")
     ax_share.set_ylim(0, 105)
     return _finish(fig, "Retrieval: how often it proposes, and how much of the accepted draft", df)
 

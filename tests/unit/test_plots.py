@@ -118,3 +118,18 @@ def test_all_figures_and_save(runs: list[F.Run], tmp_path: Path) -> None:
     assert [p.suffix for p in paths] == [".png", ".pdf"]
     assert paths[0].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert paths[1].read_bytes()[:5] == b"%PDF-"
+
+
+def test_long_accepted_lengths_are_pooled() -> None:
+    hist = pd.DataFrame({"label": ["A"] * 4 + ["B"], "n_accepted": [0, 9, 10, 14, 12],
+                         "share": [0.5, 0.1, 0.3, 0.1, 1.0]})  # fmt: skip
+    pooled = P.pool_tail(hist, 10).set_index(["label", "n_accepted"])["share"]
+    assert pooled.to_dict() == pytest.approx({("A", "0"): 0.5, ("A", "9"): 0.1,
+                                              ("A", "10+"): 0.4, ("B", "10+"): 1.0})  # fmt: skip
+
+
+def test_method_colours_do_not_depend_on_the_figure() -> None:
+    alone = P.colors(["RACER"])
+    together = P.colors(["PLD", "RACER [lru=false]", "RACER", "LogitSpec"])
+    assert alone["RACER"] == together["RACER"]
+    assert len(set(together.values())) == 4
