@@ -11,8 +11,8 @@ from tests.conftest import CONF_DIR, TINY_PROMPTS, ar_tokens, run_generate
 METHODS = sorted(p.stem for p in (CONF_DIR / "method").glob("*.yaml"))
 
 
-def make_drafter(compose_cfg, method: str, target):
-    cfg = compose_cfg(f"method={method}", "model=tiny_random")
+def make_drafter(compose_cfg, method: str, target, hardware: str = "cpu"):
+    cfg = compose_cfg(f"method={method}", "model=tiny_random", f"hardware={hardware}")
     return instantiate(cfg.method)(vocab_size=target.vocab_size)
 
 
@@ -36,9 +36,10 @@ class BudgetSpy:
         self.inner.update(fb)
 
 
+@pytest.mark.parametrize("hardware", ["cpu", "gpu"])  # CPU- and GPU-sized draft defaults
 @pytest.mark.parametrize("method", METHODS)
-def test_method_is_lossless_and_within_budget(method, compose_cfg, tiny_target):
-    drafter = BudgetSpy(make_drafter(compose_cfg, method, tiny_target))
+def test_method_is_lossless_and_within_budget(method, hardware, compose_cfg, tiny_target):
+    drafter = BudgetSpy(make_drafter(compose_cfg, method, tiny_target, hardware))
     capacity = getattr(drafter.inner, "capacity", None)
     for prompt_bytes in TINY_PROMPTS:  # several prompts: reset between them must work
         prompt = list(prompt_bytes)

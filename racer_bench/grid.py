@@ -1,0 +1,105 @@
+"""Verifier grids that share one strict-greedy run per prompt (``scripts/asd_grid.py``).
+
+A Hydra multirun over ASD's (B, g, M) pairs every job with its own strict-greedy run: right on
+a cluster, but the strict decode is repeated once per grid point. Here the whole grid runs in
+one process instead: per prompt, strict greedy once and every grid point back to back (the order
+rotates with the prompt index, so machine noise hits all alike). Each grid point is then written
+as an ordinary run folder (``manifest.json``, ``prompts.jsonl`` holding the shared strict record,
+``summary.json``, ``.hydra/overrides.yaml``), so ``scripts/collect_sweep.py``, the tables and
+the notebooks read them like multirun jobs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import yaml
+from hydra import compose, initialize_config_dir
+from hydra.utils import instantiate
+from omegaconf import DictConfig, open_dict
+from tqdm.auto import tqdm
+
+from racer_bench import records as R
+from racer_bench.cli import CONF_DIR
+from racer_bench.errors import ConfigError
+from racer_bench.runner import Mode, Setup, build, failed_record, finalize, run_manifest, run_prompt
+from racer_bench.verify import GreedyVerifier
+
+STRICT = "strict"
+
+
+def compose_run(overrides: Sequence[str]) -> tuple[DictConfig, dict[str, str]]:
+    """The run config for ``overrides`` and Hydra's group choices (``method: racer`` ...)."""
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        cfg = compose("config", list(overrides), return_hydra_config=True)
+    with open_dict(cfg):
+        choices = {k: v for k, v in cfg.hydra.runtime.choices.items() if not k.startswith("hydra")}
+        del cfg["hydra"]
+    return cfg, choices
+
+
+def point_name(index: int) -> str:
+    return f"point{index}"
+
+
+def build_grid(base: Sequence[str], points: Sequence[Sequence[str]]) -> tuple[Setup, list[Setup]]:
+    """One shared setup (strict + every point) and a per-point view of it for its run folder."""
+    if not points:
+        raise ConfigError("points: give at least one grid point")
+    configs = [compose_run([*base, "baseline=none", *p]) for p in points]
+    shared = build(configs[0][0])
+    strict = Mode(STRICT, instantiate(shared.cfg.method)(vocab_size=shared.target.vocab_size),
+                  GreedyVerifier())  # fmt: skip
+    views, modes = [], [strict]
+    for index, (cfg, _) in enumerate(configs):
+        drafter = instantiate(cfg.method)(vocab_size=shared.target.vocab_size)
+        mode = Mode(point_name(index), drafter, instantiate(cfg.verifier))
+        modes.append(mode)
+        views.append(replace(shared, cfg=cfg, modes=[replace(mode, name="method"), strict]))
+    return replace(shared, modes=modes), views
+
+
+def split_record(record: dict[str, Any], index: int) -> dict[str, Any]:
+    """The record of one grid point: its own generation as ``method`` plus the shared strict."""
+    if record.get("status") != "ok":
+        return record
+    name = point_name(index)
+    keys = ("id", "category", "index", "status", STRICT, f"{STRICT}_score")
+    own = {"method": record[name], "score": record[f"{name}_score"]}
+    return {**{k: record[k] for k in keys}, **own}
+
+
+def run_grid(
+    base: Sequence[str], points: Sequence[Sequence[str]], out_dir: Path
+) -> list[dict[str, Any]]:
+    """Run every grid point against shared strict greedy; one run folder per point under
+    ``out_dir`` (``0/``, ``1/`` ...); returns the summaries. Finished prompts are not redone."""
+    shared, views = build_grid(base, points)
+    dirs = [Path(out_dir) / str(i) for i in range(len(points))]
+    for index, (run_dir, view, point) in enumerate(zip(dirs, views, points, strict=True)):
+        run_dir.mkdir(parents=True, exist_ok=True)
+        if not (run_dir / R.MANIFEST_FILE).exists():
+            _, choices = compose_run([*base, "baseline=none", *point])
+            R.write_json(run_dir / R.MANIFEST_FILE, run_manifest(view, choices))
+            (run_dir / ".hydra").mkdir(exist_ok=True)
+            overrides = [*base, *point, f"grid_point={index}"]
+            (run_dir / ".hydra" / "overrides.yaml").write_text(yaml.safe_dump(overrides))
+    done = set.intersection(*({r["id"] for r in R.load_prompts(d) if r.get("status") == "ok"}
+                              for d in dirs))  # fmt: skip
+    prompts = shared.task.load()
+    for index in range(min(shared.cfg.warmup_prompts, len(prompts))):
+        run_prompt(shared, prompts[index], index)  # warm-up, not recorded
+    todo = [(i, p) for i, p in enumerate(prompts) if p.id not in done]
+    for index, prompt in tqdm(todo, desc="grid", unit="prompt"):
+        try:
+            record = run_prompt(shared, prompt, index)
+        except (KeyboardInterrupt, ConfigError):
+            raise
+        except Exception as error:
+            record = failed_record(prompt, index, error)
+        for point, run_dir in enumerate(dirs):
+            R.append_prompt(run_dir, split_record(record, point))
+    return [finalize(view, run_dir) for view, run_dir in zip(views, dirs, strict=True)]

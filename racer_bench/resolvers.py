@@ -1,0 +1,43 @@
+"""OmegaConf resolvers used by ``conf/``: hardware-dependent defaults.
+
+``hardware: ${device_kind:${model.device}}`` in ``conf/config.yaml`` is ``cpu`` or ``gpu``;
+method YAMLs size their drafts with ``${by_hardware:${hardware},<cpu value>,<gpu value>}``.
+Why: a draft tree costs almost nothing extra on a GPU (the papers' 64 nodes), but on a CPU the
+forward pass grows with the number of tree tokens (docs/benchmarks.md: a 64-token forward costs
+~4x a 1-token one), so the CPU defaults are the best capacities of the CPU capacity sweep.
+Override ``hardware=gpu`` to get the papers' sizes anywhere.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from omegaconf import OmegaConf
+
+HARDWARE = ("cpu", "gpu")
+
+
+def device_kind(device: str) -> str:
+    """``cpu`` or ``gpu`` for a model ``device`` setting (``auto`` asks torch)."""
+    device = str(device)
+    if device == "auto":
+        import torch
+
+        return "gpu" if torch.cuda.is_available() else "cpu"
+    return "cpu" if device.startswith("cpu") else "gpu"
+
+
+def by_hardware(hardware: str, cpu_value: Any, gpu_value: Any) -> Any:
+    """``cpu_value`` on a CPU, ``gpu_value`` on an accelerator."""
+    if hardware not in HARDWARE:
+        from racer_bench.errors import ConfigError
+
+        raise ConfigError(f"hardware={hardware}: allowed values are {', '.join(HARDWARE)}")
+    return cpu_value if hardware == "cpu" else gpu_value
+
+
+def register() -> None:
+    """Register the resolvers once (importing ``racer_bench`` does it)."""
+    for name, fn in (("device_kind", device_kind), ("by_hardware", by_hardware)):
+        if not OmegaConf.has_resolver(name):
+            OmegaConf.register_new_resolver(name, fn)

@@ -1,0 +1,52 @@
+"""An ASD (B, g, M) grid against strict greedy, one process, strict decoded once per prompt.
+
+    python scripts/asd_grid.py --out results/asd_grid/pld --points 4:0.5:1 12:1:2 \
+        method=pld task=gsm8k task.limit=30
+
+Positional arguments are ordinary run overrides (``method=racer task=gsm8k model=...``); each
+``--points`` entry is ``budget:gate:cap``. Writes one run folder per point under ``--out`` and
+prints the sweep table (throughput gain vs strict, divergence, accuracy delta with its paired
+bootstrap CI). ``python -m racer_bench sweep=asd_grid`` is the Hydra-multirun equivalent for a
+cluster (every job then pairs with its own strict run).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from racer_bench.errors import ConfigError
+from racer_bench.grid import run_grid
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import collect_sweep
+
+
+def parse_point(text: str) -> list[str]:
+    """``"4:0.5:1"`` -> verifier overrides for B=4, g=0.5, M=1."""
+    parts = text.split(":")
+    if len(parts) != 3:
+        raise ConfigError(f"--points {text}: expected budget:gate:cap, e.g. 4:0.5:1")
+    budget, gate, cap = parts
+    return ["verifier=asd", f"verifier.budget={budget}", f"verifier.gate={gate}",
+            f"verifier.cap={cap}"]  # fmt: skip
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("overrides", nargs="*", help="run overrides, e.g. method=racer task=gsm8k")
+    parser.add_argument("--points", nargs="+", required=True, help="budget:gate:cap entries")
+    parser.add_argument("--out", type=Path, required=True, help="folder for the run folders")
+    args = parser.parse_args()
+    try:
+        points = [parse_point(p) for p in args.points]
+        run_grid(args.overrides, points, args.out)
+    except ConfigError as error:
+        print(f"error: {error}", file=sys.stderr)
+        sys.exit(2)
+    collect_sweep.main(["--results", str(args.out)])
+
+
+if __name__ == "__main__":
+    main()

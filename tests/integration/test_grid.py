@@ -1,0 +1,56 @@
+"""ASD grid with a shared strict run: one run folder per point, each a valid paired run."""
+
+from __future__ import annotations
+
+import pytest
+
+from racer_bench import frames as F
+from racer_bench import records as R
+from racer_bench.errors import ConfigError
+from racer_bench.grid import run_grid
+
+BASE = ["debug=cpu_tiny", "task=tiny", "task.limit=3", "method=pld", "max_new_tokens=16"]
+STRICT_POINT = ["verifier=asd", "verifier.budget=0", "verifier.gate=0.5", "verifier.cap=1"]
+LOOSE_POINT = ["verifier=asd", "verifier.budget=50", "verifier.gate=100", "verifier.cap=4"]
+
+
+@pytest.fixture(scope="module")
+def grid_dir(tmp_path_factory):
+    out = tmp_path_factory.mktemp("grid")
+    summaries = run_grid(BASE, [STRICT_POINT, LOOSE_POINT], out)
+    return out, summaries
+
+
+def test_one_run_folder_per_point_sharing_strict(grid_dir):
+    out, summaries = grid_dir
+    assert len(summaries) == 2
+    first, second = (R.load_prompts(out / str(i)) for i in range(2))
+    assert [r["id"] for r in first] == [r["id"] for r in second]
+    assert all(a["strict"] == b["strict"] for a, b in zip(first, second, strict=True))
+    assert all(r["status"] == "ok" for r in first + second)
+
+
+def test_budget_zero_point_equals_strict(grid_dir):
+    _, summaries = grid_dir
+    assert summaries[0]["divergence"] == 0.0
+    assert summaries[0]["exceptions_per_prompt"] == 0.0
+
+
+def test_loose_point_takes_exceptions_and_is_labelled(grid_dir):
+    out, summaries = grid_dir
+    assert summaries[1]["exceptions_per_prompt"] > 0  # random model: mismatches everywhere
+    run = F.load_run(out / "1")
+    assert "verifier.budget=50" in F.hydra_overrides(run)
+    assert run.manifest["config"]["verifier"]["budget"] == 50
+
+
+def test_resume_does_not_redo_finished_prompts(grid_dir):
+    out, _ = grid_dir
+    before = [len(R.load_prompts(out / str(i))) for i in range(2)]
+    run_grid(BASE, [STRICT_POINT, LOOSE_POINT], out)
+    assert [len(R.load_prompts(out / str(i))) for i in range(2)] == before
+
+
+def test_no_points_is_a_config_error(tmp_path):
+    with pytest.raises(ConfigError, match="points"):
+        run_grid(BASE, [], tmp_path)
