@@ -39,6 +39,23 @@ def contender(spec: str, vocab_size: int):
     return method_drafter(method, vocab_size, overrides)
 
 
+def ratio_lines(tallies: dict, methods: list[str]) -> list[str]:
+    """Our AR vs ``generate()``, and every method vs transformers' prompt lookup."""
+    lines = []
+    if "hf_generate" in tallies:
+        ratio = tallies["ar"].tokens_per_s / tallies["hf_generate"].tokens_per_s
+        lines.append(f"our AR / transformers generate(): {ratio:.3f}x")
+        if "hf_prompt_lookup" in tallies:
+            hf_pld = tallies["hf_prompt_lookup"].tokens_per_s / tallies["hf_generate"].tokens_per_s
+            lines.append(f"transformers prompt lookup / generate(): {hf_pld:.2f}x")
+    if "hf_prompt_lookup" in tallies:
+        hf = tallies["hf_prompt_lookup"].tokens_per_s
+        for spec in methods:
+            ratio = tallies[spec].tokens_per_s / hf
+            lines.append(f"{spec} / transformers prompt lookup: {ratio:.2f}x")
+    return lines
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--limit", type=int, default=40, help="HumanEval problems")
@@ -48,7 +65,7 @@ def main() -> None:
     parser.add_argument("--hf-generate", action="store_true", help="also time plain generate()")
     parser.add_argument("--cache-dir", default="~/.cache/racer_bench/models")
     parser.add_argument("--threads", type=int, default=None)
-    parser.add_argument("--out", default=None, help="write the table and totals (JSON) here")
+    parser.add_argument("--out", default=None, help="write the table (.md) and totals (.json)")
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -70,20 +87,11 @@ def main() -> None:
         f"smollm2_135m, greedy, HumanEval first {args.limit}, max_new_tokens {n}, "
         f"{torch.get_num_threads()} CPU threads, {time.time() - start:.0f} s"
     )
-    print(header + "\n\n" + table)
-    if "hf_generate" in tallies:
-        ratio = tallies["ar"].tokens_per_s / tallies["hf_generate"].tokens_per_s
-        print(f"our AR / transformers generate(): {ratio:.3f}x")
-        if "hf_prompt_lookup" in tallies:
-            hf_pld = tallies["hf_prompt_lookup"].tokens_per_s / tallies["hf_generate"].tokens_per_s
-            print(f"transformers prompt lookup / generate(): {hf_pld:.2f}x")
-    if "hf_prompt_lookup" in tallies:
-        hf = tallies["hf_prompt_lookup"].tokens_per_s
-        for spec in args.methods:
-            print(f"{spec} / transformers prompt lookup: {tallies[spec].tokens_per_s / hf:.2f}x")
+    report = "\n".join([header, "", table, "", *ratio_lines(tallies, args.methods)])
+    print(report)
     if args.out:
-        out = Path(args.out)
-        out.write_text(header + "\n\n" + table + "\n")
+        out = Path(args.out).with_suffix(".md")  # the table; the totals go beside it (.json)
+        out.write_text(report + "\n")
         totals = {k: {"tokens": t.tokens, "seconds": t.seconds, "mat": t.mat, "steps": t.steps}
                   for k, t in tallies.items()}  # fmt: skip
         out.with_suffix(".json").write_text(json.dumps(totals, indent=2))
