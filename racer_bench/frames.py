@@ -219,14 +219,32 @@ def flatten(config: dict[str, Any], prefix: str) -> dict[str, Any]:
     return out
 
 
-def group_defaults(group: str, choice: str | None, conf_dir: Path = CONF_DIR) -> dict[str, Any]:
-    """Flattened literal defaults of ``conf/<group>/<choice>.yaml`` (interpolations dropped)."""
+def group_defaults(
+    group: str,
+    choice: str | None,
+    conf_dir: Path = CONF_DIR,
+    context: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Flattened defaults of ``conf/<group>/<choice>.yaml``.
+
+    Interpolations (e.g. the ``${by_hardware:${hardware},15,63}`` capacities) are resolved
+    against ``context``, a run's top-level config; those that cannot be resolved are dropped.
+    """
     path = conf_dir / group / f"{choice}.yaml"
     if not choice or not path.exists():
         return {}
-    raw = OmegaConf.to_container(OmegaConf.load(path), resolve=False)
-    flat = flatten(raw if isinstance(raw, dict) else {}, group)
-    return {k: v for k, v in flat.items() if not (isinstance(v, str) and "${" in v)}
+    root = OmegaConf.create({k: v for k, v in (context or {}).items() if k != group})
+    root[group] = OmegaConf.load(path)
+    raw = OmegaConf.to_container(root[group], resolve=False)
+    out = {}
+    for key, value in flatten(raw if isinstance(raw, dict) else {}, group).items():
+        if isinstance(value, str) and "${" in value:
+            try:
+                value = OmegaConf.select(root, key, throw_on_resolution_failure=True)
+            except Exception:  # an interpolation the run's config cannot resolve
+                continue
+        out[key] = value
+    return out
 
 
 def overrides(run: Run) -> dict[str, Any]:
@@ -238,7 +256,7 @@ def overrides(run: Run) -> dict[str, Any]:
     diff = {}
     for group in ("method", "verifier"):
         choice = run.manifest.get(group)
-        defaults = group_defaults(group, choice)
+        defaults = group_defaults(group, choice, context=run.config)
         for key, value in flatten(run.config.get(group) or {}, group).items():
             if key in defaults and defaults[key] != value:
                 diff[key] = value
@@ -295,7 +313,8 @@ def mat_ci(records: Sequence[dict[str, Any]], mode: str = "method",
 def scalars(block: dict[str, Any], metric: str | None) -> dict[str, Any]:
     """Scalar metrics of a summary block; ``[low, high]`` pairs become ``*_low``/``*_high``.
 
-    The task's own score (e.g. ``pass@1``) is also copied to ``score`` / ``baseline_score``.
+    The task's own score (e.g. ``pass@1``) is also copied to ``score`` / ``baseline_score`` /
+    ``strict_score``.
     """
     out: dict[str, Any] = {}
     for key, value in block.items():
@@ -307,6 +326,7 @@ def scalars(block: dict[str, Any], metric: str | None) -> dict[str, Any]:
     if metric:
         out["score"] = block.get(metric, math.nan)
         out["baseline_score"] = block.get(f"baseline_{metric}", math.nan)
+        out["strict_score"] = block.get(f"strict_{metric}", math.nan)
     return out
 
 

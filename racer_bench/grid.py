@@ -90,9 +90,9 @@ def run_grid(
     done = set.intersection(*({r["id"] for r in R.load_prompts(d) if r.get("status") == "ok"}
                               for d in dirs))  # fmt: skip
     prompts = shared.task.load()
-    for index in range(min(shared.cfg.warmup_prompts, len(prompts))):
-        run_prompt(shared, prompts[index], index)  # warm-up, not recorded
     todo = [(i, p) for i, p in enumerate(prompts) if p.id not in done]
+    for index in range(min(shared.cfg.warmup_prompts, len(prompts)) if todo else 0):
+        run_prompt(shared, prompts[index], index)  # warm-up, not recorded
     for index, prompt in tqdm(todo, desc="grid", unit="prompt"):
         try:
             record = run_prompt(shared, prompt, index)

@@ -41,6 +41,16 @@ def tokens_per_s(records: Sequence[Record], mode: str) -> float:
     return sum(new_tokens(r, mode) for r in records) / time if time > 0 else float("nan")
 
 
+def decode_tokens_per_s(records: Sequence[Record], mode: str) -> float:
+    """Decode throughput = total new tokens / total decode time (prefill excluded).
+
+    Beside :func:`tokens_per_s` when prompts are long (few-shot GSM8K) and a lossy verifier
+    changes how many tokens are generated, so prefill weighs differently in the two runs.
+    """
+    time = sum(t["decode_time"] for r in records for t in turns(r, mode))
+    return sum(new_tokens(r, mode) for r in records) / time if time > 0 else float("nan")
+
+
 def speedup(records: Sequence[Record], mode: str = "method", base: str = "baseline") -> float:
     """Aggregate speedup = tokens_per_s(mode) / tokens_per_s(base) on the same prompts.
 

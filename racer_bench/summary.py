@@ -57,6 +57,9 @@ def strict_block(records: Sequence[Record], metric: str | None) -> dict[str, Any
         "strict_tokens_per_s": M.tokens_per_s(paired, "strict"),
         "strict_mat": M.mat(paired, "strict"),
         "gain_vs_strict": M.speedup(paired, "method", "strict") - 1.0,
+        "decode_gain_vs_strict": M.decode_tokens_per_s(paired, "method")
+        / M.decode_tokens_per_s(paired, "strict")
+        - 1.0,
         "divergence": 1.0 - M.identical_rate(paired, "method", "strict"),
         "exceptions_per_prompt": float(
             np.mean([sum(M.step_column(r, "method", "n_relaxed")) for r in paired])
@@ -71,6 +74,7 @@ def strict_block(records: Sequence[Record], metric: str | None) -> dict[str, Any
             for r in paired
             if metric in (r.get("score") or {}) and metric in (r.get("strict_score") or {})
         ]
+        out[f"strict_{metric}"] = M.mean_score(paired, metric, "strict_score")
         out["accuracy_delta"] = float(np.mean(deltas)) if deltas else float("nan")
         out["accuracy_delta_ci95"] = list(M.bootstrap_ci(deltas))
     return out

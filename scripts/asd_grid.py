@@ -3,11 +3,12 @@
     python scripts/asd_grid.py method=pld task=gsm8k task.limit=30 \
         --out results/asd_grid/pld --points 4:0.5:1 12:1:2
 
-Positional arguments (before the options) are ordinary run overrides (``method=racer task=gsm8k model=...``); each
-``--points`` entry is ``budget:gate:cap``. Writes one run folder per point under ``--out`` and
-prints the sweep table (throughput gain vs strict, divergence, accuracy delta with its paired
-bootstrap CI). ``python -m racer_bench sweep=asd_grid`` is the Hydra-multirun equivalent for a
-cluster (every job then pairs with its own strict run).
+Positional arguments (before the options) are ordinary run overrides (``method=racer
+task=gsm8k model=...``); each ``--points`` entry is ``budget:gate:cap``. Writes one run folder
+per point under ``--out`` and prints the sweep table (throughput and decode-throughput gain vs
+strict, divergence, accuracy delta with its paired bootstrap CI). ``python -m racer_bench
+sweep=asd_grid`` is the Hydra-multirun equivalent for a cluster (every job then pairs with its
+own strict run).
 """
 
 from __future__ import annotations

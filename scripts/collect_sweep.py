@@ -32,8 +32,14 @@ COLUMNS = (  # (runs-frame column, header, format)
     ("retrieval_hit_rate", "retrieval hit", "{:.0%}"),
     ("identical", "identical", "{:.0%}"),
     ("score", "score", "{:.3f}"),
+    ("strict_mat", "strict MAT", "{:.2f}"),
     ("gain_vs_strict", "gain vs strict", "{:+.1%}"),
+    ("decode_gain_vs_strict", "decode gain", "{:+.1%}"),
+    ("exceptions_per_prompt", "exceptions/prompt", "{:.1f}"),
+    ("strict_score", "strict score", "{:.3f}"),
     ("accuracy_delta", "accuracy Δ", "{:+.3f}"),
+    ("accuracy_delta_ci_low", "Δ CI low", "{:+.3f}"),
+    ("accuracy_delta_ci_high", "Δ CI high", "{:+.3f}"),
     ("divergence", "divergence", "{:.0%}"),
 )
 

@@ -34,6 +34,8 @@ def test_budget_zero_point_equals_strict(grid_dir):
     _, summaries = grid_dir
     assert summaries[0]["divergence"] == 0.0
     assert summaries[0]["exceptions_per_prompt"] == 0.0
+    assert summaries[0]["strict_nonempty"] == summaries[0]["nonempty"]
+    assert summaries[0]["decode_gain_vs_strict"] > -1.0
 
 
 def test_loose_point_takes_exceptions_and_is_labelled(grid_dir):

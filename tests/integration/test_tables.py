@@ -175,7 +175,8 @@ def test_ablation_experiment_variants_match_the_table_rows(
     for ablation in cfg.ablations:
         composed = compose_cfg("experiment=racer_ablation", f"ablation={ablation}")
         method = OmegaConf.to_container(composed.method, resolve=True)
-        defaults = F.group_defaults("method", "racer")
+        context = {"hardware": composed.hardware}  # resolves the hardware-sized capacity
+        defaults = F.group_defaults("method", "racer", context=context)
         diff = {k: v for k, v in F.flatten(method, "method").items() if defaults.get(k) != v}
         variants.add(F.variant_string(diff))
     table_variants = {v for _, v in load_script("make_tables").ABLATIONS}

@@ -26,9 +26,18 @@ T_FORWARD = 0.05  # seconds per target forward of the fake runs
 
 
 def group_config(group: str, choice: str, changes: dict[str, Any] | None = None) -> dict[str, Any]:
-    """``conf/<group>/<choice>.yaml`` as a dict (interpolations dropped), ``changes`` applied."""
-    raw = OmegaConf.to_container(OmegaConf.load(CONF / group / f"{choice}.yaml"), resolve=False)
-    cfg = {k: v for k, v in raw.items() if not (isinstance(v, str) and "${" in v)}
+    """``conf/<group>/<choice>.yaml`` as a GPU run resolves it, ``changes`` applied."""
+    root = OmegaConf.create(
+        {"hardware": "gpu", group: OmegaConf.load(CONF / group / f"{choice}.yaml")}
+    )
+    cfg = {}
+    for key, value in OmegaConf.to_container(root[group], resolve=False).items():
+        if isinstance(value, str) and "${" in value:
+            try:  # hardware-sized defaults resolve; paths and model links are dropped
+                value = OmegaConf.select(root, f"{group}.{key}", throw_on_resolution_failure=True)
+            except Exception:
+                continue
+        cfg[key] = value
     return cfg | (changes or {})
 
 
@@ -100,6 +109,7 @@ def write_run(
     run_dir = Path(root) / name
     run_dir.mkdir(parents=True)
     config = {"experiment_name": "test", "max_new_tokens": spec["max_new_tokens"],
+              "hardware": "gpu",
               "method": group_config("method", method, spec["method_cfg"]),
               "verifier": group_config("verifier", spec["verifier"], spec["verifier_cfg"]),
               "task": group_config("task", task)}  # fmt: skip
@@ -262,5 +272,8 @@ def test_asd_runs_carry_strict_comparison(tmp_path: Path) -> None:
     assert row["verifier.budget"] == 4.0
     assert row["gain_vs_strict"] == pytest.approx(M.speedup(run.ok, "method", "strict") - 1)
     assert row["divergence"] == pytest.approx(1 - M.identical_rate(run.ok, "method", "strict"))
+    decode_gain = M.decode_tokens_per_s(run.ok, "method") / M.decode_tokens_per_s(run.ok, "strict")
+    assert row["decode_gain_vs_strict"] == pytest.approx(decode_gain - 1)
+    assert row["strict_score"] == pytest.approx(M.mean_score(run.ok, "accuracy", "strict_score"))
     prompts = F.prompts_frame([run])
     assert {"strict_tokens_per_s", "strict_score", "gain_vs_strict"} <= set(prompts.columns)
