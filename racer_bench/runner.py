@@ -61,6 +61,8 @@ def validate(cfg: DictConfig) -> None:
         raise ConfigError(f"seed={cfg.seed}: must be an integer")
     if not isinstance(cfg.max_draft, int) or cfg.max_draft < 0:
         raise ConfigError(f"max_draft={cfg.max_draft}: must be an integer >= 0")
+    if cfg.get("hardware", "cpu") not in ("cpu", "gpu"):
+        raise ConfigError(f"hardware={cfg.hardware}: allowed values are cpu, gpu")
     if cfg.resume is not None and not (Path(cfg.resume) / R.MANIFEST_FILE).exists():
         raise ConfigError(f"resume={cfg.resume}: not a run folder (no {R.MANIFEST_FILE})")
 

@@ -37,6 +37,7 @@ def test_unknown_group_choice_lists_valid_names():
         ("max_new_tokens=0", "max_new_tokens=0: must be a positive integer"),
         ("task.limit=-1", "task.limit=-1"),
         ("baseline=maybe", "baseline=maybe: allowed values are same_run, none"),
+        ("hardware=tpu", "hardware=tpu: allowed values are cpu, gpu"),
     ],
 )
 def test_cli_bad_values_exit_2_with_one_line(override, message, tmp_path):
