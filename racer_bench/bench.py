@@ -95,9 +95,15 @@ def method_drafter(method: str, vocab_size: int, overrides: Sequence[str] = ()) 
 
 
 def interleave(
-    runners: dict[str, Runner], prompts: Sequence[list[int]], progress: bool = True
+    runners: dict[str, Runner],
+    prompts: Sequence[list[int]],
+    progress: bool = True,
+    on_prompt: Callable[[dict[str, Tally], int], None] | None = None,
 ) -> dict[str, Tally]:
-    """Run every contender on every prompt, rotating the order; return the totals."""
+    """Run every contender on every prompt, rotating the order; return the totals.
+
+    ``on_prompt(tallies, n_done)`` runs after each prompt (e.g. to save a partial table).
+    """
     from tqdm.auto import tqdm
 
     tallies = {name: Tally() for name in runners}
@@ -114,6 +120,8 @@ def interleave(
             tally.committed += sum(s.n_committed for s in steps)
             tally.draft_seconds += sum(s.t_draft + s.t_update for s in steps)
             tally.retrieval_steps += sum(s.has_retrieval for s in steps)
+        if on_prompt:
+            on_prompt(tallies, index + 1)
     return tallies
 
 

@@ -19,6 +19,7 @@ import torch
 
 from racer_bench.bench import (
     Runner,
+    Tally,
     hf_runner,
     humaneval_prompts,
     interleave,
@@ -81,20 +82,27 @@ def main() -> None:
         runners[spec] = loop_runner(target, contender(spec, target.vocab_size), n)
     interleave(runners, prompts[:1], progress=False)  # warm-up, not counted
     start = time.time()
-    tallies = interleave(runners, prompts)
-    table = markdown_table(tallies, base="ar", reference="ar")
-    header = (
-        f"smollm2_135m, greedy, HumanEval first {args.limit}, max_new_tokens {n}, "
-        f"{torch.get_num_threads()} CPU threads, {time.time() - start:.0f} s"
-    )
-    report = "\n".join([header, "", table, "", *ratio_lines(tallies, args.methods)])
-    print(report)
-    if args.out:
-        out = Path(args.out).with_suffix(".md")  # the table; the totals go beside it (.json)
-        out.write_text(report + "\n")
+
+    def render(tallies: dict[str, Tally], done: int) -> str:
+        header = (
+            f"smollm2_135m, greedy, HumanEval first {done}, max_new_tokens {n}, "
+            f"{torch.get_num_threads()} CPU threads, {time.time() - start:.0f} s"
+        )
+        table = markdown_table(tallies, base="ar", reference="ar")
+        return "\n".join([header, "", table, "", *ratio_lines(tallies, args.methods)])
+
+    def save(tallies: dict[str, Tally], done: int) -> None:
+        """The table so far (a stopped run keeps its finished prompts) and the totals."""
+        if not args.out:
+            return
+        out = Path(args.out).with_suffix(".md")
+        out.write_text(render(tallies, done) + "\n")
         totals = {k: {"tokens": t.tokens, "seconds": t.seconds, "mat": t.mat, "steps": t.steps}
                   for k, t in tallies.items()}  # fmt: skip
         out.with_suffix(".json").write_text(json.dumps(totals, indent=2))
+
+    tallies = interleave(runners, prompts, on_prompt=save)
+    print(render(tallies, len(prompts)))
 
 
 if __name__ == "__main__":
