@@ -25,7 +25,15 @@ from tqdm.auto import tqdm
 from racer_bench import records as R
 from racer_bench.cli import CONF_DIR
 from racer_bench.errors import ConfigError
-from racer_bench.runner import Mode, Setup, build, failed_record, finalize, run_manifest, run_prompt
+from racer_bench.runner import (
+    Mode,
+    Setup,
+    build,
+    finalize,
+    run_manifest,
+    run_prompt,
+    safe_run_prompt,
+)
 from racer_bench.verify import GreedyVerifier
 
 STRICT = "strict"
@@ -45,8 +53,11 @@ def point_name(index: int) -> str:
     return f"point{index}"
 
 
-def build_grid(base: Sequence[str], points: Sequence[Sequence[str]]) -> tuple[Setup, list[Setup]]:
-    """One shared setup (strict + every point) and a per-point view of it for its run folder."""
+def build_grid(
+    base: Sequence[str], points: Sequence[Sequence[str]]
+) -> tuple[Setup, list[Setup], list[dict[str, str]]]:
+    """One shared setup (strict + every point), a per-point view of it for its run folder, and
+    each point's group choices (for its manifest)."""
     if not points:
         raise ConfigError("points: give at least one grid point")
     configs = [compose_run([*base, "baseline=none", *p]) for p in points]
@@ -59,7 +70,7 @@ def build_grid(base: Sequence[str], points: Sequence[Sequence[str]]) -> tuple[Se
         mode = Mode(point_name(index), drafter, instantiate(cfg.verifier))
         modes.append(mode)
         views.append(replace(shared, cfg=cfg, modes=[replace(mode, name="method"), strict]))
-    return replace(shared, modes=modes), views
+    return replace(shared, modes=modes), views, [choices for _, choices in configs]
 
 
 def split_record(record: dict[str, Any], index: int) -> dict[str, Any]:
@@ -77,13 +88,12 @@ def run_grid(
 ) -> list[dict[str, Any]]:
     """Run every grid point against shared strict greedy; one run folder per point under
     ``out_dir`` (``0/``, ``1/`` ...); returns the summaries. Finished prompts are not redone."""
-    shared, views = build_grid(base, points)
+    shared, views, choices = build_grid(base, points)
     dirs = [Path(out_dir) / str(i) for i in range(len(points))]
     for index, (run_dir, view, point) in enumerate(zip(dirs, views, points, strict=True)):
         run_dir.mkdir(parents=True, exist_ok=True)
         if not (run_dir / R.MANIFEST_FILE).exists():
-            _, choices = compose_run([*base, "baseline=none", *point])
-            R.write_json(run_dir / R.MANIFEST_FILE, run_manifest(view, choices))
+            R.write_json(run_dir / R.MANIFEST_FILE, run_manifest(view, choices[index]))
             (run_dir / ".hydra").mkdir(exist_ok=True)
             overrides = [*base, *point, f"grid_point={index}"]
             (run_dir / ".hydra" / "overrides.yaml").write_text(yaml.safe_dump(overrides))
@@ -94,12 +104,7 @@ def run_grid(
     for index in range(min(shared.cfg.warmup_prompts, len(prompts)) if todo else 0):
         run_prompt(shared, prompts[index], index)  # warm-up, not recorded
     for index, prompt in tqdm(todo, desc="grid", unit="prompt"):
-        try:
-            record = run_prompt(shared, prompt, index)
-        except (KeyboardInterrupt, ConfigError):
-            raise
-        except Exception as error:
-            record = failed_record(prompt, index, error)
+        record = safe_run_prompt(shared, prompt, index)
         for point, run_dir in enumerate(dirs):
             R.append_prompt(run_dir, split_record(record, point))
     return [finalize(view, run_dir) for view, run_dir in zip(views, dirs, strict=True)]
