@@ -219,13 +219,13 @@ def flatten(config: dict[str, Any], prefix: str) -> dict[str, Any]:
     return out
 
 
-def group_defaults(
+def resolved_group(
     group: str,
     choice: str | None,
     conf_dir: Path = CONF_DIR,
     context: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Flattened defaults of ``conf/<group>/<choice>.yaml``.
+    """``conf/<group>/<choice>.yaml`` as a nested dict, its interpolations resolved.
 
     Interpolations (e.g. the ``${by_hardware:${hardware},15,63}`` capacities) are resolved
     against ``context``, a run's top-level config; those that cannot be resolved are dropped.
@@ -236,15 +236,31 @@ def group_defaults(
     root = OmegaConf.create({k: v for k, v in (context or {}).items() if k != group})
     root[group] = OmegaConf.load(path)
     raw = OmegaConf.to_container(root[group], resolve=False)
-    out = {}
-    for key, value in flatten(raw if isinstance(raw, dict) else {}, group).items():
-        if isinstance(value, str) and "${" in value:
+    return _resolve_or_drop(root, group, raw if isinstance(raw, dict) else {})
+
+
+def _resolve_or_drop(root: Any, prefix: str, raw: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in raw.items():
+        if isinstance(value, dict):
+            value = _resolve_or_drop(root, f"{prefix}.{key}", value)
+        elif isinstance(value, str) and "${" in value:
             try:
-                value = OmegaConf.select(root, key, throw_on_resolution_failure=True)
+                value = OmegaConf.select(root, f"{prefix}.{key}", throw_on_resolution_failure=True)
             except Exception:  # an interpolation the run's config cannot resolve
                 continue
         out[key] = value
     return out
+
+
+def group_defaults(
+    group: str,
+    choice: str | None,
+    conf_dir: Path = CONF_DIR,
+    context: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Flattened defaults of ``conf/<group>/<choice>.yaml`` (see :func:`resolved_group`)."""
+    return flatten(resolved_group(group, choice, conf_dir, context), group)
 
 
 def overrides(run: Run) -> dict[str, Any]:

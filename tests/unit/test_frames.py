@@ -13,7 +13,6 @@ from typing import Any
 
 import numpy as np
 import pytest
-from omegaconf import OmegaConf
 
 from racer_bench import frames as F
 from racer_bench import metrics as M
@@ -27,18 +26,7 @@ T_FORWARD = 0.05  # seconds per target forward of the fake runs
 
 def group_config(group: str, choice: str, changes: dict[str, Any] | None = None) -> dict[str, Any]:
     """``conf/<group>/<choice>.yaml`` as a GPU run resolves it, ``changes`` applied."""
-    root = OmegaConf.create(
-        {"hardware": "gpu", group: OmegaConf.load(CONF / group / f"{choice}.yaml")}
-    )
-    cfg = {}
-    for key, value in OmegaConf.to_container(root[group], resolve=False).items():
-        if isinstance(value, str) and "${" in value:
-            try:  # hardware-sized defaults resolve; paths and model links are dropped
-                value = OmegaConf.select(root, f"{group}.{key}", throw_on_resolution_failure=True)
-            except Exception:
-                continue
-        cfg[key] = value
-    return cfg | (changes or {})
+    return F.resolved_group(group, choice, CONF, context={"hardware": "gpu"}) | (changes or {})
 
 
 def fake_steps(rng: np.random.Generator, n_tokens: int, accept: float, ranks: bool,
