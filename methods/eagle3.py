@@ -23,8 +23,8 @@ from typing import ClassVar
 import torch
 
 from methods.heads import Eagle3Head, eagle3_config, grow_tree, load_eagle3, tree_draft
-from racer_bench.drafter import DrafterNeeds
-from racer_bench.structs import Draft, DraftContext, Feedback
+from racer_bench.engine.drafter import DrafterNeeds
+from racer_bench.engine.structs import Draft, DraftContext, Feedback
 
 RANDOM_LAYERS = (0, 1, -1)  # valid for any target with at least one layer
 

@@ -22,8 +22,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from racer_bench.engine.structs import Draft, Source
 from racer_bench.errors import ConfigError
-from racer_bench.structs import Draft, Source
 
 
 class RMSNorm(nn.Module):

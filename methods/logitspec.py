@@ -38,9 +38,9 @@ from typing import ClassVar
 import torch
 
 from methods.ngram_index import NgramIndex
-from racer_bench.drafter import DrafterNeeds
-from racer_bench.structs import Draft, DraftContext, Feedback, Source
-from racer_bench.tree import TrieBuilder
+from racer_bench.engine.drafter import DrafterNeeds
+from racer_bench.engine.structs import Draft, DraftContext, Feedback, Source
+from racer_bench.engine.tree import TrieBuilder
 
 
 @dataclass

@@ -11,7 +11,7 @@ Lookahead Decoding", ICML 2024 (arXiv 2402.02057). Reference code: hao-ai-lab/Lo
   empty; the first N-2 steps only fill one more level each (warm-up, no drafts);
 * level 0 is causal; the token of level l in column c sees the root, level-0 tokens before
   column c and the column-c tokens of levels 1..l, at position root + l + c; all of it rides
-  in the verification forward as :class:`~racer_bench.structs.AuxBranch`;
+  in the verification forward as :class:`~racer_bench.engine.structs.AuxBranch`;
 * after each step, column c yields the n-gram (key, level1[c], ..., level_{N-2}[c], new[c]),
   key = the root for c = 0 and level0[c-1] after, into a pool of at most G n-grams per key
   with LRU order; the window always moves by one (``ALWAYS_FWD_ONE``);
@@ -38,9 +38,9 @@ from typing import ClassVar
 import numpy as np
 import torch
 
-from racer_bench.drafter import DrafterNeeds
-from racer_bench.structs import AuxBranch, Draft, DraftContext, Feedback, Source
-from racer_bench.tree import TrieBuilder
+from racer_bench.engine.drafter import DrafterNeeds
+from racer_bench.engine.structs import AuxBranch, Draft, DraftContext, Feedback, Source
+from racer_bench.engine.tree import TrieBuilder
 
 Ngram = tuple[int, ...]
 

@@ -22,8 +22,8 @@ from typing import ClassVar
 import torch
 
 from methods.heads import MedusaHeads, grow_tree, load_checkpoint, tree_draft
-from racer_bench.drafter import DrafterNeeds
-from racer_bench.structs import Draft, DraftContext, Feedback
+from racer_bench.engine.drafter import DrafterNeeds
+from racer_bench.engine.structs import Draft, DraftContext, Feedback
 
 
 class MedusaDrafter:

@@ -22,8 +22,8 @@ from typing import ClassVar
 import numpy as np
 import torch
 
-from racer_bench.drafter import DrafterNeeds
-from racer_bench.structs import Draft, DraftContext, Feedback, Source
+from racer_bench.engine.drafter import DrafterNeeds
+from racer_bench.engine.structs import Draft, DraftContext, Feedback, Source
 
 
 def find_candidate(

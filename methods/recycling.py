@@ -31,9 +31,9 @@ from typing import ClassVar
 import numpy as np
 import torch
 
-from racer_bench.drafter import DrafterNeeds
-from racer_bench.structs import Draft, DraftContext, Feedback, Source
-from racer_bench.tree import prune
+from racer_bench.engine.drafter import DrafterNeeds
+from racer_bench.engine.structs import Draft, DraftContext, Feedback, Source
+from racer_bench.engine.tree import prune
 
 # Reference template "2.2.2" (Spec-Bench model/recycling/tree_template_.py): each node is the path
 # of top-k columns from the root; listed in (depth, lexicographic) order.

@@ -21,11 +21,11 @@ from typing import ClassVar
 
 import torch
 
-from racer_bench import kv_cache
-from racer_bench.drafter import DrafterNeeds
+from racer_bench.engine import kv_cache
+from racer_bench.engine.drafter import DrafterNeeds
+from racer_bench.engine.structs import Draft, DraftContext, Feedback, Source
+from racer_bench.engine.target import HFTarget
 from racer_bench.errors import ConfigError
-from racer_bench.structs import Draft, DraftContext, Feedback, Source
-from racer_bench.target import HFTarget
 
 
 class SpSDrafter:

@@ -17,11 +17,11 @@ import torch
 from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
 
-from racer_bench.decode import LoopOptions, generate
-from racer_bench.drafter import Drafter
-from racer_bench.stopping import StopRule
-from racer_bench.target import HFTarget
-from racer_bench.verify import GreedyVerifier
+from racer_bench.engine.decode import LoopOptions, generate
+from racer_bench.engine.drafter import Drafter
+from racer_bench.engine.stopping import StopRule
+from racer_bench.engine.target import HFTarget
+from racer_bench.engine.verify import GreedyVerifier
 
 CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
 

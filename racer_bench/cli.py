@@ -10,8 +10,8 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
+from racer_bench.analysis.report import print_summary
 from racer_bench.errors import ConfigError
-from racer_bench.report import print_summary
 
 CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
 GROUPS = ("model", "method", "verifier", "task", "logger", "experiment", "sweep", "debug")

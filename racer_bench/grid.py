@@ -22,8 +22,9 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, open_dict
 from tqdm.auto import tqdm
 
-from racer_bench import records as R
+from racer_bench.analysis import records as R
 from racer_bench.cli import CONF_DIR
+from racer_bench.engine.verify import GreedyVerifier
 from racer_bench.errors import ConfigError
 from racer_bench.runner import (
     Mode,
@@ -34,7 +35,6 @@ from racer_bench.runner import (
     run_prompt,
     safe_run_prompt,
 )
-from racer_bench.verify import GreedyVerifier
 
 STRICT = "strict"
 

@@ -16,8 +16,8 @@ from typing import Any
 
 import torch
 
+from racer_bench.engine.target import HFTarget
 from racer_bench.errors import ConfigError
-from racer_bench.target import HFTarget
 
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16,
           "float64": torch.float64}  # fmt: skip

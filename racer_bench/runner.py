@@ -14,16 +14,16 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 from tqdm.auto import tqdm
 
-from racer_bench import records as R
-from racer_bench import tracking
-from racer_bench.decode import LoopOptions, generate
-from racer_bench.drafter import Drafter, NullDrafter
+from racer_bench.analysis import records as R
+from racer_bench.analysis import tracking
+from racer_bench.analysis.summary import summarize
+from racer_bench.engine.decode import LoopOptions, generate
+from racer_bench.engine.drafter import Drafter, NullDrafter
+from racer_bench.engine.stopping import StopRule
+from racer_bench.engine.target import HFTarget
+from racer_bench.engine.verify import GreedyVerifier, Verifier
 from racer_bench.errors import ConfigError
-from racer_bench.stopping import StopRule
-from racer_bench.summary import summarize
-from racer_bench.target import HFTarget
 from racer_bench.tasks.base import Prompt, Task
-from racer_bench.verify import GreedyVerifier, Verifier
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 

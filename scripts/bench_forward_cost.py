@@ -17,11 +17,11 @@ import time
 
 import torch
 
-from racer_bench import kv_cache
 from racer_bench.bench import humaneval_prompts
+from racer_bench.engine import kv_cache
+from racer_bench.engine.structs import Draft
+from racer_bench.engine.target import HFTarget
 from racer_bench.models import load_smollm2
-from racer_bench.structs import Draft
-from racer_bench.target import HFTarget
 
 
 def chain(n: int, token: int) -> Draft:

@@ -27,7 +27,7 @@ from racer_bench.bench import (
     markdown_table,
     method_drafter,
 )
-from racer_bench.drafter import NullDrafter
+from racer_bench.engine.drafter import NullDrafter
 from racer_bench.models import load_smollm2
 
 DEFAULT_METHODS = ["pld", "racer", "logitspec", "recycling", "rest", "lookahead"]

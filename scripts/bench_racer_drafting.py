@@ -21,12 +21,12 @@ import torch
 import yaml
 
 from methods.racer import RacerDrafter
-from racer_bench.decode import generate
+from racer_bench.engine.decode import generate
+from racer_bench.engine.stopping import StopRule
+from racer_bench.engine.structs import Draft, DraftContext, Feedback, GenerationResult, Source
+from racer_bench.engine.verify import GreedyVerifier
 from racer_bench.models import load_smollm2
-from racer_bench.stopping import StopRule
-from racer_bench.structs import Draft, DraftContext, Feedback, GenerationResult, Source
 from racer_bench.tasks.humaneval import HumanEvalTask
-from racer_bench.verify import GreedyVerifier
 
 
 def parse_variant(text: str) -> dict[str, object]:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from racer_bench import frames as F
+from racer_bench.analysis import frames as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from make_tables import Table, num, to_markdown

@@ -2,7 +2,7 @@
 
     python scripts/make_figures.py --results results/racer_main --out docs/figures
 
-Each figure of ``racer_bench.plots`` is drawn when the runs hold data for it (speedup_mat,
+Each figure of ``racer_bench.analysis.plots`` is drawn when the runs hold data for it (speedup_mat,
 categories, accept_hist, retrieval, accepted_ranks, capacity, asd_frontier). The newest run per
 method variant and task is used; runs of different models, dtypes or hardware are refused.
 """
@@ -15,8 +15,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from racer_bench import frames as F
-from racer_bench import plots as P
+from racer_bench.analysis import frames as F
+from racer_bench.analysis import plots as P
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:

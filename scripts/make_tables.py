@@ -11,9 +11,9 @@ Tables, each built only when the folder holds runs for it:
 * asd: per task, Pareto-optimal (B, g, M) settings: throughput gain, MAT strict -> ASD,
   accuracy delta, divergence.
 
-Papers' reported numbers (``racer_bench.paper_numbers``) sit in separate, labelled columns
-unless ``--no-paper`` is given. Runs are loaded with ``racer_bench.frames`` (the newest run per
-method variant and task is kept); runs of different models, dtypes or hardware are refused.
+Papers' reported numbers (``racer_bench.analysis.paper_numbers``) sit in separate, labelled columns
+unless ``--no-paper`` is given. Runs are loaded with ``racer_bench.analysis.frames`` (the newest run
+per method variant and task is kept); runs of different models, dtypes or hardware are refused.
 """
 
 from __future__ import annotations
@@ -29,9 +29,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from racer_bench import frames as F
-from racer_bench import paper_numbers as PN
-from racer_bench.plots import SPEC_BENCH_GROUPS, asd_label, pareto_front
+from racer_bench.analysis import frames as F
+from racer_bench.analysis import paper_numbers as PN
+from racer_bench.analysis.plots import SPEC_BENCH_GROUPS, asd_label, pareto_front
 
 DASH = "–"
 ABLATIONS = (

@@ -38,7 +38,7 @@ from methods.heads import (
     save_checkpoint,
 )
 from racer_bench.distill_data import build_dataset, load_dataset, prompt_texts, save_dataset
-from racer_bench.target import HFTarget, features
+from racer_bench.engine.target import HFTarget, features
 
 
 def dataset(cfg: DictConfig, target: HFTarget) -> dict[str, Any]:

@@ -11,13 +11,13 @@ import torch
 from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig
 
-from racer_bench.decode import LoopOptions, generate
-from racer_bench.drafter import Drafter, NullDrafter
+from racer_bench.engine.decode import LoopOptions, generate
+from racer_bench.engine.drafter import Drafter, NullDrafter
+from racer_bench.engine.stopping import StopRule
+from racer_bench.engine.structs import GenerationResult
+from racer_bench.engine.target import HFTarget
+from racer_bench.engine.verify import GreedyVerifier, Verifier
 from racer_bench.models import tiny_random
-from racer_bench.stopping import StopRule
-from racer_bench.structs import GenerationResult
-from racer_bench.target import HFTarget
-from racer_bench.verify import GreedyVerifier, Verifier
 
 REPO = Path(__file__).resolve().parents[1]
 CONF_DIR = REPO / "conf"

@@ -48,9 +48,9 @@ import torch
 
 from methods.racer.automaton import FAIL_LINKS, Automaton
 from methods.racer.logits_tree import HALVING, TokenBin, grow_logits_tree
-from racer_bench.drafter import DrafterNeeds
-from racer_bench.structs import Draft, DraftContext, Feedback, Source
-from racer_bench.tree import TrieBuilder
+from racer_bench.engine.drafter import DrafterNeeds
+from racer_bench.engine.structs import Draft, DraftContext, Feedback, Source
+from racer_bench.engine.tree import TrieBuilder
 
 
 class RacerDrafter:

@@ -6,7 +6,7 @@ are stored, never logits. Unlike the reference (rows zero-filled, so an unseen r
 token 0 ``width`` times), unseen rows are marked and expand nothing.
 
 :func:`grow_logits_tree` expands rows breadth-first from the root into a shared
-:class:`racer_bench.tree.TrieBuilder` (reference ``TokenBin::retrieve``, RACER Eq. 3).
+:class:`racer_bench.engine.tree.TrieBuilder` (reference ``TokenBin::retrieve``, RACER Eq. 3).
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-from racer_bench.structs import Source
-from racer_bench.tree import TrieBuilder
+from racer_bench.engine.structs import Source
+from racer_bench.engine.tree import TrieBuilder
 
 HALVING = ("reference", "paper")
 

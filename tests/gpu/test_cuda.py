@@ -6,7 +6,7 @@ import pytest
 import torch
 from hydra.utils import instantiate
 
-from racer_bench.drafter import NullDrafter
+from racer_bench.engine.drafter import NullDrafter
 from racer_bench.models import tiny_random
 from racer_bench.runner import run
 from tests.conftest import CONF_DIR, TINY_PROMPTS, run_generate
@@ -37,7 +37,7 @@ def test_methods_lossless_on_cuda_fp32(method, compose_cfg, cuda_target):
 def test_fp16_tree_forward_matches_sequential_argmax_mostly():
     """fp16 tree attention may flip near-ties; report, and require most prompts identical."""
     target = tiny_random(dtype="float16", device="cuda", init_std=0.3)
-    from racer_bench.drafter import OracleDrafter
+    from racer_bench.engine.drafter import OracleDrafter
 
     same = 0
     for prompt_bytes in TINY_PROMPTS:

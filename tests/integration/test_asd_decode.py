@@ -13,10 +13,10 @@ import pytest
 import torch
 
 from methods.pld import PLDDrafter
-from racer_bench.asd import ASDVerifier
-from racer_bench.drafter import OracleDrafter
-from racer_bench.structs import GenerationResult
-from racer_bench.target import HFTarget
+from racer_bench.engine.asd import ASDVerifier
+from racer_bench.engine.drafter import OracleDrafter
+from racer_bench.engine.structs import GenerationResult
+from racer_bench.engine.target import HFTarget
 from tests.conftest import TINY_PROMPTS, ar_tokens, run_generate
 
 MAX_NEW = 24

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from racer_bench.bench import identical_count, interleave, loop_runner, markdown_table
-from racer_bench.drafter import NullDrafter
+from racer_bench.engine.drafter import NullDrafter
 from tests.conftest import TINY_PROMPTS
 
 

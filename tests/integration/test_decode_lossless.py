@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from racer_bench.drafter import OracleDrafter
+from racer_bench.engine.drafter import OracleDrafter
 from tests.conftest import TINY_PROMPTS, ar_tokens, run_generate
 
 SHAPES = {

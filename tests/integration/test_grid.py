@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from racer_bench import frames as F
-from racer_bench import records as R
+from racer_bench.analysis import frames as F
+from racer_bench.analysis import records as R
 from racer_bench.errors import ConfigError
 from racer_bench.grid import run_grid
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from racer_bench.structs import Draft
+from racer_bench.engine.structs import Draft
 
 
 def test_tree_forward_commit_matches_full_forward(tiny_target):

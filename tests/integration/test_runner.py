@@ -7,7 +7,7 @@ from typing import Any, ClassVar
 
 import pytest
 
-from racer_bench.records import load_prompts
+from racer_bench.analysis.records import load_prompts
 from racer_bench.runner import run
 from racer_bench.tasks.tiny import TinyTask
 

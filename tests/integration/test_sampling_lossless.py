@@ -26,11 +26,11 @@ import pytest
 import torch
 
 from methods.pld import PLDDrafter
-from racer_bench.drafter import DrafterNeeds, NullDrafter, OracleDrafter
-from racer_bench.sampling import SamplingVerifier
-from racer_bench.structs import Draft, DraftContext, Feedback
-from racer_bench.target import HFTarget
-from racer_bench.tree import prune
+from racer_bench.engine.drafter import DrafterNeeds, NullDrafter, OracleDrafter
+from racer_bench.engine.sampling import SamplingVerifier
+from racer_bench.engine.structs import Draft, DraftContext, Feedback
+from racer_bench.engine.target import HFTarget
+from racer_bench.engine.tree import prune
 from tests.conftest import TINY_PROMPTS, ar_tokens, run_generate
 
 DEPTH = 3  # generated tokens compared

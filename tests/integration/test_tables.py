@@ -13,8 +13,8 @@ import pandas as pd
 import pytest
 from omegaconf import DictConfig, OmegaConf
 
-from racer_bench import frames as F
-from racer_bench import paper_numbers as PN
+from racer_bench.analysis import frames as F
+from racer_bench.analysis import paper_numbers as PN
 from tests.unit.test_frames import SPEC_CATEGORIES, write_run
 
 REPO = Path(__file__).resolve().parents[2]

@@ -13,9 +13,9 @@ from typing import Any, ClassVar
 import pytest
 from omegaconf import DictConfig
 
-from racer_bench import frames as F
-from racer_bench import records as R
-from racer_bench import tracking
+from racer_bench.analysis import frames as F
+from racer_bench.analysis import records as R
+from racer_bench.analysis import tracking
 from racer_bench.errors import ConfigError
 from racer_bench.runner import run
 from tests.unit.test_frames import write_run

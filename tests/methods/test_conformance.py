@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from hydra.utils import instantiate
 
-from racer_bench.structs import Draft, DraftContext
+from racer_bench.engine.structs import Draft, DraftContext
 from tests.conftest import CONF_DIR, TINY_PROMPTS, ar_tokens, run_generate
 
 METHODS = sorted(p.stem for p in (CONF_DIR / "method").glob("*.yaml"))

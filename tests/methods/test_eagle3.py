@@ -10,8 +10,8 @@ from safetensors.torch import save_file
 
 from methods.eagle3 import Eagle3Drafter, _TreeRun
 from methods.heads import Eagle3Head, eagle3_config, load_eagle3, map_eagle3_state, ttt_mask
+from racer_bench.engine.structs import DraftContext, Feedback
 from racer_bench.errors import ConfigError
-from racer_bench.structs import DraftContext, Feedback
 from tests.conftest import TINY_PROMPTS, ar_tokens, run_generate
 
 H, V, VD = 16, 40, 12

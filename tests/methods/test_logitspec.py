@@ -9,8 +9,8 @@ import torch
 
 from methods.logitspec import LogitSpecDrafter, candidate_chains, length_for_rank
 from methods.ngram_index import NgramIndex
-from racer_bench.structs import DraftContext, Source
-from racer_bench.tree import node_depths
+from racer_bench.engine.structs import DraftContext, Source
+from racer_bench.engine.tree import node_depths
 from tests.conftest import TINY_PROMPTS, ar_tokens, run_generate
 
 

@@ -16,8 +16,8 @@ from methods.lookahead import (
     window_aux,
     window_sizes,
 )
-from racer_bench.structs import Draft, DraftContext, Feedback, Source
-from racer_bench.tree import node_depths, path_to
+from racer_bench.engine.structs import Draft, DraftContext, Feedback, Source
+from racer_bench.engine.tree import node_depths, path_to
 
 # A steady-state window for N = 4, W = 3: level 0 has W - 1 tokens, levels 1..N-2 have W.
 STEADY = [[10, 11], [20, 21, 22], [30, 31, 32]]

@@ -7,8 +7,8 @@ import torch
 
 from methods.heads import MedusaHeads, _best_nodes, grow_tree, save_checkpoint
 from methods.medusa import MedusaDrafter
+from racer_bench.engine.structs import DraftContext, Feedback
 from racer_bench.errors import ConfigError
-from racer_bench.structs import DraftContext, Feedback
 from tests.conftest import TINY_PROMPTS, ar_tokens, run_generate
 
 

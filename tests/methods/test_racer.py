@@ -10,8 +10,8 @@ import torch
 
 from methods.racer import RacerDrafter
 from methods.racer.logits_tree import TokenBin, child_breadth, grow_logits_tree
-from racer_bench.structs import Draft, DraftContext, Feedback, Source
-from racer_bench.tree import TrieBuilder, node_depths
+from racer_bench.engine.structs import Draft, DraftContext, Feedback, Source
+from racer_bench.engine.tree import TrieBuilder, node_depths
 from tests.conftest import TINY_PROMPTS, ar_tokens, run_generate
 
 K_ARY_VOCAB = 1 << 20

@@ -16,8 +16,8 @@ from methods.recycling import (
     template_paths,
     update_adjacency,
 )
-from racer_bench.structs import Draft, DraftContext, Feedback, Source
-from racer_bench.tree import node_depths
+from racer_bench.engine.structs import Draft, DraftContext, Feedback, Source
+from racer_bench.engine.tree import node_depths
 from tests.conftest import TINY_PROMPTS, ar_tokens, run_generate
 
 

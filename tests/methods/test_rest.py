@@ -7,8 +7,8 @@ import pytest
 
 from methods.datastore import Datastore, separator_for, token_dtype
 from methods.rest import RestDrafter, retrieve_draft
-from racer_bench.structs import DraftContext, Source
-from racer_bench.tree import check_draft, node_depths, path_to
+from racer_bench.engine.structs import DraftContext, Source
+from racer_bench.engine.tree import check_draft, node_depths, path_to
 
 SEP = separator_for(260)
 CORPUS = [1, 2, 3, 4, SEP, 1, 2, 3, 5, SEP, 1, 2, 6, SEP, 7, 1, 2, 3, 4, SEP]

@@ -14,10 +14,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from racer_bench import frames as F
-from racer_bench import metrics as M
-from racer_bench import records as R
-from racer_bench.structs import GenerationResult, Source, StepRecord
+from racer_bench.analysis import frames as F
+from racer_bench.analysis import metrics as M
+from racer_bench.analysis import records as R
+from racer_bench.engine.structs import GenerationResult, Source, StepRecord
 
 CONF = Path(__file__).resolve().parents[2] / "conf"
 METRICS = {"tiny": "nonempty", "humaneval": "pass@1", "gsm8k": "accuracy", "mgsm_zh": "accuracy"}

@@ -9,8 +9,8 @@ import pandas as pd
 import pytest
 from matplotlib.patches import Rectangle
 
-from racer_bench import frames as F
-from racer_bench import plots as P
+from racer_bench.analysis import frames as F
+from racer_bench.analysis import plots as P
 from tests.unit.test_frames import SPEC_CATEGORIES, write_run
 
 

@@ -2,7 +2,7 @@
 
 The toy target is a Markov chain: the logits after token ``t`` are ``TARGET[t]``, so the logits
 of a draft node depend only on its token and a small loop (:func:`emit`) can verify drafts step
-after step exactly like ``racer_bench.decode.generate`` does.
+after step exactly like ``racer_bench.engine.decode.generate`` does.
 
 Tolerance: with ``N_CALLS`` = 8000 samples the total variation between the empirical and the
 true distribution averages ~0.007 (first token, 5 outcomes) and ~0.018 (first two tokens, 25
@@ -25,10 +25,10 @@ import pytest
 import torch
 from hydra.utils import instantiate
 
-import racer_bench.sampling as sampling
-from racer_bench.sampling import SamplingVerifier, sample_token, warp_logits
-from racer_bench.structs import Draft
-from racer_bench.verify import GreedyVerifier
+import racer_bench.engine.sampling as sampling
+from racer_bench.engine.sampling import SamplingVerifier, sample_token, warp_logits
+from racer_bench.engine.structs import Draft
+from racer_bench.engine.verify import GreedyVerifier
 
 V = 5
 N_CALLS = 8000

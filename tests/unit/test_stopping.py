@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from racer_bench.stopping import StopRule
+from racer_bench.engine.stopping import StopRule
 
 
 def decode(ids: list[int]) -> str:

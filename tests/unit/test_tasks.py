@@ -322,6 +322,6 @@ def test_task_runs_end_to_end_on_tiny_random(task, tiny_target):
 
 
 def _null():
-    from racer_bench.drafter import NullDrafter
+    from racer_bench.engine.drafter import NullDrafter
 
     return NullDrafter()

@@ -3,8 +3,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from racer_bench.structs import Draft, Source
-from racer_bench.tree import (
+from racer_bench.engine.structs import Draft, Source
+from racer_bench.engine.tree import (
     TrieBuilder,
     ancestor_mask,
     check_draft,

@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import torch
 
-from racer_bench.structs import Draft
-from racer_bench.verify import GreedyVerifier, greedy_accept
+from racer_bench.engine.structs import Draft
+from racer_bench.engine.verify import GreedyVerifier, greedy_accept
 
 
 def one_hot_logits(argmax: list[int], vocab: int = 10) -> torch.Tensor:

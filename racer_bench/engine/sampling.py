@@ -33,8 +33,9 @@ autoregressive baseline would use for it, so for the same seed speculative sampl
 the baseline's output token for token (up to logit rounding between tree and sequential
 forwards) -- a coupling the tests use, on top of the distributional checks.
 
-Temperature 0 reduces to strict greedy verification (:func:`racer_bench.verify.greedy_accept`)
-and ignores ``q``. All randomness comes from the ``rng`` argument; the global RNG is never used.
+Temperature 0 reduces to strict greedy verification
+(:func:`racer_bench.engine.verify.greedy_accept`) and ignores ``q``. All randomness comes from
+the ``rng`` argument; the global RNG is never used.
 """
 
 from __future__ import annotations
@@ -44,8 +45,8 @@ from typing import ClassVar
 
 import torch
 
-from racer_bench.structs import Draft, VerifyResult
-from racer_bench.verify import greedy_accept
+from racer_bench.engine.structs import Draft, VerifyResult
+from racer_bench.engine.verify import greedy_accept
 
 
 def warp_logits(

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 import torch
 
-from racer_bench.structs import Draft, Source
+from racer_bench.engine.structs import Draft, Source
 
 
 def node_depths(parents: Sequence[int]) -> list[int]:

@@ -5,7 +5,7 @@ which at the end of a run logs: the resolved config and the manifest; the summar
 namespaced keys (:data:`SUMMARY_KEYS`, e.g. ``speed/speedup``, ``accept/mat``); the
 accepted-length histogram (``accept/hist``); the per-prompt metrics as a table (``prompts``);
 and the run's figures (``figures/<name>``, also written to ``<run folder>/figures/``). All of it
-is drawn from the run folder through :mod:`racer_bench.frames`, never read back from W&B.
+is drawn from the run folder through :mod:`racer_bench.analysis.frames`, never read back from W&B.
 
 ``mode: auto`` logs online when an API key is configured (``WANDB_API_KEY`` or a ``wandb
 login`` entry in ``~/.netrc``) and offline otherwise, so a run never stops to ask for a login;
@@ -26,7 +26,7 @@ from urllib.parse import urlparse
 
 from omegaconf import DictConfig, OmegaConf
 
-from racer_bench import records as R
+from racer_bench.analysis import records as R
 from racer_bench.errors import ConfigError
 
 log = logging.getLogger(__name__)
@@ -219,7 +219,7 @@ class WandbTracker:
     def _log(self, summary: dict[str, Any], run_dir: Path) -> None:
         import wandb
 
-        from racer_bench import frames, plots
+        from racer_bench.analysis import frames, plots
 
         self.run.summary.update(namespaced(summary))
         data: dict[str, Any] = {}

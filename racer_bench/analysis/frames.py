@@ -2,8 +2,8 @@
 
 ``load_runs`` reads any number of run folders (or folders holding them) into :class:`Run`
 objects; the summary of each run is recomputed from its prompt lines with
-:func:`racer_bench.summary.summarize`, so a resumed or interrupted run is summarized the same
-way as a finished one. Frames:
+:func:`racer_bench.analysis.summary.summarize`, so a resumed or interrupted run is
+summarized the same way as a finished one. Frames:
 
 * :func:`runs_frame`: one row per run (manifest, hyperparameters, summary metrics, CIs);
 * :func:`prompts_frame`: one row per run x prompt;
@@ -30,12 +30,12 @@ import numpy as np
 import pandas as pd
 from omegaconf import OmegaConf
 
-from racer_bench import metrics as M
-from racer_bench import records as R
-from racer_bench.summary import score_block, speed_block, summarize
+from racer_bench.analysis import metrics as M
+from racer_bench.analysis import records as R
+from racer_bench.analysis.summary import score_block, speed_block, summarize
 
 log = logging.getLogger(__name__)
-CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
+CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
 INCOMPLETE_FILE = "INCOMPLETE"
 PAIR_KEYS = ("model", "dtype", "device")  # must agree across every compared run
 CAPACITY_KEYS = ("capacity", "draft_tree_capacity", "num_draft")  # method keys that size a draft

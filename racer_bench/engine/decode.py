@@ -11,13 +11,13 @@ from dataclasses import dataclass
 
 import torch
 
-from racer_bench.drafter import Drafter
-from racer_bench.stopping import StopRule
-from racer_bench.structs import Draft, DraftContext, Feedback, GenerationResult, StepRecord
-from racer_bench.target import HFTarget
-from racer_bench.timing import SyncedClock
-from racer_bench.tree import check_draft, node_depths, prune
-from racer_bench.verify import Verifier
+from racer_bench.engine.drafter import Drafter
+from racer_bench.engine.stopping import StopRule
+from racer_bench.engine.structs import Draft, DraftContext, Feedback, GenerationResult, StepRecord
+from racer_bench.engine.target import HFTarget
+from racer_bench.engine.timing import SyncedClock
+from racer_bench.engine.tree import check_draft, node_depths, prune
+from racer_bench.engine.verify import Verifier
 
 Observer = Callable[[StepRecord, list[int]], None]
 RETRIEVAL_SOURCES = frozenset({1})  # Source.RETRIEVAL

@@ -12,9 +12,9 @@ from typing import Any
 
 import torch
 
-from racer_bench import kv_cache
-from racer_bench.structs import Draft
-from racer_bench.tree import ancestor_mask, is_chain, node_depths
+from racer_bench.engine import kv_cache
+from racer_bench.engine.structs import Draft
+from racer_bench.engine.tree import ancestor_mask, is_chain, node_depths
 
 
 @dataclass

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from racer_bench import metrics as M
+from racer_bench.analysis import metrics as M
 
 Record = dict[str, Any]
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from racer_bench.structs import GenerationResult, Source
+from racer_bench.engine.structs import GenerationResult, Source
 
 SCHEMA_VERSION = 1
 PROMPTS_FILE = "prompts.jsonl"

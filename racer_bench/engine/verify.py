@@ -11,8 +11,8 @@ from typing import ClassVar, Protocol, runtime_checkable
 
 import torch
 
-from racer_bench.structs import Draft, VerifyResult
-from racer_bench.tree import path_to
+from racer_bench.engine.structs import Draft, VerifyResult
+from racer_bench.engine.tree import path_to
 
 
 @runtime_checkable

@@ -1,4 +1,4 @@
-"""Figures drawn from run records (through :mod:`racer_bench.frames`); PNG and PDF.
+"""Figures drawn from run records (through :mod:`racer_bench.analysis.frames`); PNG and PDF.
 
 Every function takes a tidy frame and returns a matplotlib ``Figure`` built without pyplot,
 so scripts, the notebook and the W&B logger share them and no global state is touched:
@@ -25,7 +25,7 @@ import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from racer_bench import frames as F
+from racer_bench.analysis import frames as F
 
 SPEC_BENCH_GROUPS = ("multi_turn", "translation", "summarization", "qa", "math_reasoning", "rag")
 PALETTE = ("#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860", "#da8bc3",
@@ -117,7 +117,8 @@ def speedup_mat_bars(runs_df: pd.DataFrame) -> Figure:
     """Speedup over AR and MAT per method (colour) and task (x), bootstrap 95 % CIs.
 
     Args:
-        runs_df: :func:`racer_bench.frames.runs_frame` (runs without an AR baseline are dropped).
+        runs_df: :func:`racer_bench.analysis.frames.runs_frame` (runs without an AR baseline are
+            dropped).
     """
     df = runs_df.dropna(subset=["speedup"]) if "speedup" in runs_df else runs_df.iloc[:0]
     if df.empty:
@@ -140,7 +141,7 @@ def category_bars(categories_df: pd.DataFrame, runs_df: pd.DataFrame | None = No
     """Speedup (top) and MAT (bottom) per Spec-Bench category, one colour per method.
 
     Args:
-        categories_df: :func:`racer_bench.frames.categories_frame` of Spec-Bench runs.
+        categories_df: :func:`racer_bench.analysis.frames.categories_frame` of Spec-Bench runs.
         runs_df: optional, only for the model/hardware line of the title.
     """
     df = categories_df[categories_df["task"] == "spec_bench"]
@@ -181,7 +182,7 @@ def accept_hist(hist_df: pd.DataFrame, runs_df: pd.DataFrame | None = None) -> F
     """Share of steps by accepted draft tokens (bonus excluded), per method, one panel per task.
 
     Args:
-        hist_df: :func:`racer_bench.frames.hist_frame`.
+        hist_df: :func:`racer_bench.analysis.frames.hist_frame`.
         runs_df: optional, only for the model/hardware line of the title.
     """
     if hist_df.empty:
@@ -207,7 +208,8 @@ def retrieval_bars(runs_df: pd.DataFrame) -> Figure:
     """Retrieval hit rate (steps whose draft holds a retrieved node) and accept share.
 
     Args:
-        runs_df: :func:`racer_bench.frames.runs_frame`; methods without retrieval are dropped.
+        runs_df: :func:`racer_bench.analysis.frames.runs_frame`; methods without retrieval are
+            dropped.
     """
     df = runs_df.dropna(subset=["retrieval_hit_rate"])
     df = df[df["retrieval_hit_rate"] > 0]
@@ -232,7 +234,7 @@ def rank_distribution(ranks_df: pd.DataFrame, runs_df: pd.DataFrame | None = Non
     against the last verified logits (``last``); the legend gives each variant's MAT.
 
     Args:
-        ranks_df: :func:`racer_bench.frames.ranks_frame`.
+        ranks_df: :func:`racer_bench.analysis.frames.ranks_frame`.
         runs_df: optional, only for the model/hardware line of the title.
     """
     if ranks_df.empty:
@@ -259,7 +261,7 @@ def capacity_curves(runs_df: pd.DataFrame) -> Figure:
     """Speedup and MAT against the draft capacity, one line per method (and task).
 
     Args:
-        runs_df: :func:`racer_bench.frames.runs_frame`; a line needs >= 2 capacities of the
+        runs_df: :func:`racer_bench.analysis.frames.runs_frame`; a line needs >= 2 capacities of the
             same method, task and other hyperparameters.
     """
     df = runs_df.dropna(subset=["capacity", "speedup"])
@@ -337,7 +339,7 @@ def asd_frontier(runs_df: pd.DataFrame) -> Figure:
     """ASD: throughput gain over strict greedy vs accuracy delta, one point per (B, g, M).
 
     Args:
-        runs_df: :func:`racer_bench.frames.runs_frame`; rows need ``gain_vs_strict`` and
+        runs_df: :func:`racer_bench.analysis.frames.runs_frame`; rows need ``gain_vs_strict`` and
             ``accuracy_delta`` (a lossy verifier on a scored task).
     """
     needed = {"gain_vs_strict", "accuracy_delta"}

@@ -24,7 +24,8 @@ Kissmetothemoon/ASD (``src/asd/budget.py::choose_prefix`` and the DSpark reprodu
 Trees (our extension; the paper treats chains): the rule is applied to every root-to-leaf path
 with the same ledger state, ``K`` being that path's length; the longest feasible prefix wins,
 ties going to the fewest accepted mismatches, then to the first last-accepted node in node order
-(the convention of :func:`racer_bench.verify.greedy_accept`). Only the chosen path is charged.
+(the convention of :func:`racer_bench.engine.verify.greedy_accept`). Only the chosen path is
+charged.
 """
 
 from __future__ import annotations
@@ -35,8 +36,8 @@ from typing import ClassVar
 
 import torch
 
-from racer_bench.structs import Draft, VerifyResult
-from racer_bench.verify import greedy_accept
+from racer_bench.engine.structs import Draft, VerifyResult
+from racer_bench.engine.verify import greedy_accept
 
 SLACK = 1e-9  # the reference API's tolerance on the budget check
 SUFFIX_VALUES = ("count", "normalized")

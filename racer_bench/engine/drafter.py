@@ -11,7 +11,7 @@ from typing import ClassVar, Protocol, runtime_checkable
 
 import torch
 
-from racer_bench.structs import Draft, DraftContext, Feedback, Source
+from racer_bench.engine.structs import Draft, DraftContext, Feedback, Source
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,1 @@
+"""The results side: per-prompt records, metrics, summaries, tidy frames, plots, tracking."""
