@@ -65,6 +65,10 @@ class Draft:
         aux: optional :class:`AuxBranch` forwarded with the tree.
         rank: LongTensor[N] or None -- rank of each node inside the top-k list it came from
             (RACER's copy-logit vs last-logit analysis); -1 where not applicable.
+        score: FloatTensor[N] or None -- the drafter's own confidence feature per node, higher
+            meaning more likely accepted (a match length, an n-gram count, a head's
+            probability); NaN where the drafter has none. Used by the confidence scheduler to
+            bucket acceptance statistics; never by verifiers.
     """
 
     tokens: torch.Tensor
@@ -74,6 +78,7 @@ class Draft:
     meta: dict[str, float] = field(default_factory=dict)
     aux: AuxBranch | None = None
     rank: torch.Tensor | None = None
+    score: torch.Tensor | None = None
 
     @staticmethod
     def empty() -> Draft:

@@ -79,6 +79,7 @@ def select_nodes(draft: Draft, keep: Sequence[int]) -> Draft:
         meta=draft.meta,
         aux=draft.aux,
         rank=None if draft.rank is None else draft.rank[sel],
+        score=None if draft.score is None else draft.score[sel],
     )
 
 
