@@ -130,11 +130,11 @@ def identical_count(tally: Tally, reference: Tally) -> int:
     return sum(a == b for a, b in zip(tally.outputs, reference.outputs, strict=True))
 
 
-def humaneval_prompts(target: HFTarget, limit: int) -> list[list[int]]:
-    """The first ``limit`` HumanEval prompts rendered for ``target`` (chat template)."""
+def humaneval_prompts(target: HFTarget, limit: int, style: str = "chat") -> list[list[int]]:
+    """The first ``limit`` HumanEval prompts for ``target``, ``chat`` or ``completion`` style."""
     from racer_bench.tasks.humaneval import HumanEvalTask
 
-    task = HumanEvalTask(limit=limit, prompt_style="chat")
+    task = HumanEvalTask(limit=limit, prompt_style=style)
     return [task.render(p, 0, [], target.tokenizer) for p in task.load()]
 
 

@@ -141,32 +141,51 @@ def tiny_random(
     init_std: float = 0.3,
     name: str = "tiny_random",
     device: str = "cpu",
+    num_kv_heads: int | None = None,
+    architecture: str = "llama",
+    sliding_window: int = 8,
 ) -> HFTarget:
-    """A random-weight Llama with a byte tokenizer, built in code (no download).
+    """A random-weight Llama (or Gemma 3) with a byte tokenizer, built in code (no download).
 
     float64 and a large init std keep argmax gaps far above reduction-order noise, so tree and
     sequential forwards agree exactly and losslessness tests cannot flake on near-ties.
+    ``num_kv_heads`` below ``num_heads`` gives grouped-query attention; ``architecture=gemma3``
+    alternates sliding-window (``sliding_window`` tokens) and full-attention layers.
     """
-    from transformers import LlamaConfig, LlamaForCausalLM
-
     from racer_bench.tiny_tokenizer import ByteTokenizer
 
+    if architecture not in ("llama", "gemma3"):
+        raise ConfigError(f"model.architecture={architecture}: allowed values are llama, gemma3")
     tokenizer = ByteTokenizer()
-    config = LlamaConfig(
-        vocab_size=vocab_size,
-        hidden_size=hidden_size,
-        intermediate_size=hidden_size * 2,
-        num_hidden_layers=num_layers,
-        num_attention_heads=num_heads,
-        num_key_value_heads=num_heads,
-        max_position_embeddings=4096,
-        initializer_range=init_std,
-        bos_token_id=tokenizer.bos_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-        tie_word_embeddings=False,
-    )
+    common = {
+        "vocab_size": vocab_size,
+        "hidden_size": hidden_size,
+        "intermediate_size": hidden_size * 2,
+        "num_hidden_layers": num_layers,
+        "num_attention_heads": num_heads,
+        "num_key_value_heads": num_kv_heads or num_heads,
+        "max_position_embeddings": 4096,
+        "initializer_range": init_std,
+        "bos_token_id": tokenizer.bos_token_id,
+        "eos_token_id": tokenizer.eos_token_id,
+    }
     torch.manual_seed(seed)
-    model = LlamaForCausalLM(config).to(DTYPES[dtype])
+    if architecture == "gemma3":
+        from transformers import Gemma3ForCausalLM, Gemma3TextConfig
+
+        types = ["sliding_attention", "full_attention"] * num_layers
+        config = Gemma3TextConfig(
+            **common,
+            head_dim=hidden_size // num_heads,
+            sliding_window=sliding_window,
+            layer_types=types[:num_layers],
+        )
+        model = Gemma3ForCausalLM(config)
+    else:
+        from transformers import LlamaConfig, LlamaForCausalLM
+
+        model = LlamaForCausalLM(LlamaConfig(**common, tie_word_embeddings=False))
+    model = model.to(DTYPES[dtype])
     model.config._attn_implementation = "sdpa"
     model = model.to(resolve_device(device))
     return HFTarget(model, tokenizer, name=name)

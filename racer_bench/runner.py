@@ -74,6 +74,7 @@ def build(cfg: DictConfig) -> Setup:
         torch.set_num_threads(int(cfg.num_threads))
     task: Task = instantiate(cfg.task)
     target: HFTarget = instantiate(cfg.model)
+    target.set_engine(cfg.get("engine", "auto"))
     verifier: Verifier = instantiate(cfg.verifier)
     method = Mode("method", instantiate(cfg.method)(vocab_size=target.vocab_size), verifier)
     modes = [method]
@@ -144,6 +145,8 @@ def run_manifest(setup: Setup, choices: dict[str, str]) -> dict[str, Any]:
             "task_version": setup.task.version,
             "dtype": str(setup.target.dtype).removeprefix("torch."),
             "device": R.device_name(setup.target.device),
+            "engine": setup.target.engine_details,
+            "threads": torch.get_num_threads(),
             "seed": cfg.seed,
             "max_new_tokens": setup.max_new_tokens,
             "persist_across_prompts": bool(

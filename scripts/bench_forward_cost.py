@@ -1,12 +1,15 @@
-"""What does a verification forward over N draft tokens cost, relative to a 1-token one?
+"""What does a verification forward over N draft tokens cost, per engine, relative to 1 token?
 
     python scripts/bench_forward_cost.py --sizes 1 4 8 16 32 64 --reps 20 --threads 2
+    python scripts/bench_forward_cost.py --engines eager fast --profile 1 16
 
 A speculative step pays ``cost(N) = T(N) / T(1)`` for a tree of N nodes and commits MAT
 tokens, so ``speedup ~= MAT / cost(N)``: on a GPU cost(64) is close to 1, on a small CPU it is
 not, which is why CPU draft capacities are smaller (``hardware=cpu`` in ``conf/``). Times the
-target's own ``forward_tree`` (plus the KV rollback) after a HumanEval prompt, sizes interleaved
-in every repetition, medians reported, for chains and for a wide two-level tree.
+target's own ``forward_tree`` (plus the KV rollback) after a HumanEval prompt, for chains and
+for a wide two-level tree, on every engine given (each on its own copy of the model), all
+sizes and engines interleaved in every repetition, medians reported. ``--profile`` prints a
+``torch.profiler`` breakdown by op of forwards of the given sizes (tree-shaped), per engine.
 """
 
 from __future__ import annotations
@@ -23,6 +26,8 @@ from racer_bench.engine.structs import Draft
 from racer_bench.engine.target import HFTarget
 from racer_bench.models import load_smollm2
 
+SHAPES = ("chain", "tree")
+
 
 def chain(n: int, token: int) -> Draft:
     return Draft(torch.full((n,), token, dtype=torch.long), torch.arange(-1, n - 1))
@@ -33,6 +38,11 @@ def two_level(n: int, token: int) -> Draft:
     width = min(8, n)
     parents = [-1] * width + [i % width for i in range(n - width)]
     return Draft(torch.full((n,), token, dtype=torch.long), torch.tensor(parents))
+
+
+def draft_of(shape: str, tokens_in_forward: int, root: int) -> Draft:
+    """The draft whose forward holds ``tokens_in_forward`` tokens (root + nodes)."""
+    return (chain if shape == "chain" else two_level)(tokens_in_forward - 1, root)
 
 
 def time_forward(target: HFTarget, root: int, draft: Draft) -> float:
@@ -47,36 +57,95 @@ def time_forward(target: HFTarget, root: int, draft: Draft) -> float:
     return seconds
 
 
+def measure(
+    targets: dict[str, HFTarget], root: int, sizes: list[int], reps: int
+) -> dict[tuple[str, str, int], float]:
+    """Median seconds per (engine, shape, size); two warm-up repetitions are dropped."""
+    times: dict[tuple[str, str, int], list[float]] = {}
+    for rep in range(reps + 2):
+        for n in sizes:
+            for shape in SHAPES:
+                for engine, target in targets.items():
+                    seconds = time_forward(target, root, draft_of(shape, n, root))
+                    if rep >= 2:
+                        times.setdefault((engine, shape, n), []).append(seconds)
+    return {key: statistics.median(values) for key, values in times.items()}
+
+
+def cost_table(medians: dict[tuple[str, str, int], float], engines: list[str], sizes: list[int]):
+    """Markdown: ms and cost per engine and shape; with two engines, their time ratio."""
+    header = ["tokens in forward"]
+    for engine in engines:
+        header += [f"{engine} {s} ms" for s in SHAPES] + [f"{engine} tree cost"]
+    if len(engines) == 2:
+        header += [f"tree {engines[1]} / {engines[0]}"]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---:|" * len(header)]
+    for n in sizes:
+        cells = [str(n)]
+        for engine in engines:
+            base = medians[(engine, "chain", sizes[0])]
+            cells += [f"{medians[(engine, s, n)] * 1e3:.1f}" for s in SHAPES]
+            cells.append(f"{medians[(engine, 'tree', n)] / base:.2f}x")
+        if len(engines) == 2:
+            a, b = (medians[(e, "tree", n)] for e in engines)
+            cells.append(f"{b / a:.2f}")
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def profile(target: HFTarget, root: int, n: int, reps: int = 5, rows: int = 15) -> str:
+    """The ops that take the time of a tree-shaped n-token forward (self CPU time)."""
+    from torch.profiler import ProfilerActivity
+    from torch.profiler import profile as torch_profile
+
+    draft = draft_of("tree", n, root)
+    for _ in range(3):
+        time_forward(target, root, draft)
+    with torch_profile(activities=[ProfilerActivity.CPU]) as prof:
+        for _ in range(reps):
+            time_forward(target, root, draft)
+    events = sorted(prof.key_averages(), key=lambda e: e.self_cpu_time_total, reverse=True)
+    total = sum(e.self_cpu_time_total for e in events) / reps / 1e3
+    lines = [
+        f"{n}-token forward, {total:.1f} ms of op time per forward",
+        "",
+        "| op | ms per forward | share | calls per forward |",
+        "|---|---:|---:|---:|",
+    ]
+    for e in events[:rows]:
+        ms = e.self_cpu_time_total / reps / 1e3
+        lines.append(f"| `{e.key}` | {ms:.2f} | {ms / total:.0%} | {e.count // reps} |")
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[1, 4, 8, 16, 32, 64])
     parser.add_argument("--reps", type=int, default=20)
     parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--engines", nargs="+", default=["eager", "fast"])
+    parser.add_argument("--profile", type=int, nargs="*", default=None, help="sizes to profile")
     parser.add_argument("--cache-dir", default="~/.cache/racer_bench/models")
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
-    target = load_smollm2(args.cache_dir)
-    prompt = humaneval_prompts(target, 1)[0]
-    target.prefill(prompt[:-1])
+    targets = {}
+    for engine in args.engines:
+        targets[engine] = load_smollm2(args.cache_dir)
+        targets[engine].set_engine(engine)
+    prompt = humaneval_prompts(targets[args.engines[0]], 1)[0]
+    for target in targets.values():
+        target.prefill(prompt[:-1])
     root = prompt[-1]
-    shapes = {"chain": chain, "tree": two_level}
-    times: dict[tuple[str, int], list[float]] = {}
-    for rep in range(args.reps + 2):  # the first two repetitions warm up
-        for n in args.sizes:
-            for name, make in shapes.items():
-                draft = make(n - 1, root)  # n tokens in the forward = root + n - 1 nodes
-                seconds = time_forward(target, root, draft)
-                if rep >= 2:
-                    times.setdefault((name, n), []).append(seconds)
-    base = statistics.median(times[("chain", args.sizes[0])])
-    print(f"prompt {len(prompt)} tokens, {torch.get_num_threads()} threads, {args.reps} reps\n")
-    print("| tokens in forward | chain ms | chain cost | tree ms | tree cost |")
-    print("|---:|---:|---:|---:|---:|")
-    for n in args.sizes:
-        c, t = (statistics.median(times[(s, n)]) for s in shapes)
-        print(f"| {n} | {c * 1e3:.1f} | {c / base:.2f}x | {t * 1e3:.1f} | {t / base:.2f}x |")
-    print(f"\ncost = median time / median time of a {args.sizes[0]}-token chain forward")
+    medians = measure(targets, root, args.sizes, args.reps)
+    print(f"smollm2_135m float32, prompt {len(prompt)} tokens, {torch.get_num_threads()} threads,"
+          f" {args.reps} interleaved repetitions (medians)\n")  # fmt: skip
+    print(cost_table(medians, args.engines, args.sizes))
+    print(f"\ncost = median tree time / median time of a {args.sizes[0]}-token chain forward, "
+          "same engine")  # fmt: skip
+    for n in args.profile or []:
+        for engine, target in targets.items():
+            print(f"\n#### {engine}: {profile(target, root, n)}")
 
 
 if __name__ == "__main__":

@@ -2,10 +2,15 @@
 
     python scripts/bench_methods.py --limit 40 --max-new-tokens 256
     python scripts/bench_methods.py --methods racer@capacity=8 racer@capacity=16 racer@capacity=32
+    python scripts/bench_methods.py --prompt-style completion --threads 1 --eager-ar --hf-generate
 
 A contender is ``<method>`` or ``<method>@key=value+key=value`` (overrides of
-``conf/method/<method>.yaml``). Greedy, smollm2, HumanEval (chat prompts). Prints a Markdown
-table: tok/s, speedup over our AR, MAT, retrieval hit rate, drafting share, identical outputs.
+``conf/method/<method>.yaml``). Greedy, smollm2, HumanEval (chat prompts, or the bare code
+completion prompts with ``--prompt-style completion``). Our loop runs on ``--engine``; the
+transformers contenders (``generate()``, prompt lookup) always run on a separate, untouched
+eager copy of the model, and ``--eager-ar`` adds our AR loop on that copy (``ar_eager``), so
+engine gains show up against both. Prints a Markdown table: tok/s, speedup over our AR, MAT,
+retrieval hit rate, drafting share, identical outputs.
 """
 
 from __future__ import annotations
@@ -40,20 +45,23 @@ def contender(spec: str, vocab_size: int):
     return method_drafter(method, vocab_size, overrides)
 
 
-def ratio_lines(tallies: dict, methods: list[str]) -> list[str]:
-    """Our AR vs ``generate()``, and every method vs transformers' prompt lookup."""
+def ratio_lines(tallies: dict[str, Tally], methods: list[str]) -> list[str]:
+    """Throughput ratios against the outside references that ran."""
+    speed = {name: t.tokens_per_s for name, t in tallies.items()}
     lines = []
-    if "hf_generate" in tallies:
-        ratio = tallies["ar"].tokens_per_s / tallies["hf_generate"].tokens_per_s
-        lines.append(f"our AR / transformers generate(): {ratio:.3f}x")
-        if "hf_prompt_lookup" in tallies:
-            hf_pld = tallies["hf_prompt_lookup"].tokens_per_s / tallies["hf_generate"].tokens_per_s
-            lines.append(f"transformers prompt lookup / generate(): {hf_pld:.2f}x")
-    if "hf_prompt_lookup" in tallies:
-        hf = tallies["hf_prompt_lookup"].tokens_per_s
-        for spec in methods:
-            ratio = tallies[spec].tokens_per_s / hf
-            lines.append(f"{spec} / transformers prompt lookup: {ratio:.2f}x")
+    if "ar_eager" in speed:
+        lines.append(f"our AR, engine / eager engine: {speed['ar'] / speed['ar_eager']:.3f}x")
+    for ref, label in (("hf_generate", "transformers generate()"),
+                       ("hf_prompt_lookup", "transformers prompt lookup")):  # fmt: skip
+        if ref not in speed:
+            continue
+        mine = ["ar", "ar_eager"] if ref == "hf_generate" else []
+        for name in [*mine, *methods]:
+            if name in speed:
+                lines.append(f"{name} / {label}: {speed[name] / speed[ref]:.3f}x")
+        if ref == "hf_generate" and "hf_prompt_lookup" in speed:
+            ratio = speed["hf_prompt_lookup"] / speed[ref]
+            lines.append(f"transformers prompt lookup / {label}: {ratio:.3f}x")
     return lines
 
 
@@ -66,18 +74,26 @@ def main() -> None:
     parser.add_argument("--hf-generate", action="store_true", help="also time plain generate()")
     parser.add_argument("--cache-dir", default="~/.cache/racer_bench/models")
     parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--engine", default="auto", help="our loop's engine: auto|eager|fast")
+    parser.add_argument("--eager-ar", action="store_true", help="also our AR on the eager engine")
+    parser.add_argument("--prompt-style", default="chat", choices=["chat", "completion"])
     parser.add_argument("--out", default=None, help="write the table (.md) and totals (.json)")
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
     target = load_smollm2(args.cache_dir)
-    prompts = humaneval_prompts(target, args.limit)
+    engine = target.set_engine(args.engine)
+    prompts = humaneval_prompts(target, args.limit, args.prompt_style)
     n = args.max_new_tokens
     runners: dict[str, Runner] = {"ar": loop_runner(target, NullDrafter(), n)}
-    if args.hf_generate:
-        runners["hf_generate"] = hf_runner(target, n)
-    if not args.no_hf:
-        runners["hf_prompt_lookup"] = hf_runner(target, n, prompt_lookup_num_tokens=10)
+    if args.hf_generate or not args.no_hf or args.eager_ar:
+        eager = load_smollm2(args.cache_dir) if engine != "eager" else target
+        if args.eager_ar and engine != "eager":
+            runners["ar_eager"] = loop_runner(eager, NullDrafter(), n)
+        if args.hf_generate:
+            runners["hf_generate"] = hf_runner(eager, n)
+        if not args.no_hf:
+            runners["hf_prompt_lookup"] = hf_runner(eager, n, prompt_lookup_num_tokens=10)
     for spec in args.methods:
         runners[spec] = loop_runner(target, contender(spec, target.vocab_size), n)
     interleave(runners, prompts[:1], progress=False)  # warm-up, not counted
@@ -85,8 +101,9 @@ def main() -> None:
 
     def render(tallies: dict[str, Tally], done: int) -> str:
         header = (
-            f"smollm2_135m, greedy, HumanEval first {done}, max_new_tokens {n}, "
-            f"{torch.get_num_threads()} CPU threads, {time.time() - start:.0f} s"
+            f"smollm2_135m, greedy, HumanEval first {done} ({args.prompt_style} prompts), "
+            f"max_new_tokens {n}, {torch.get_num_threads()} CPU threads, our loop on the "
+            f"{engine} engine, {time.time() - start:.0f} s"
         )
         table = markdown_table(tallies, base="ar", reference="ar")
         return "\n".join([header, "", table, "", *ratio_lines(tallies, args.methods)])

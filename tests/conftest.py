@@ -54,6 +54,14 @@ def tiny_target() -> HFTarget:
     return tiny_random()
 
 
+@pytest.fixture(scope="session")
+def tiny_fast_target() -> HFTarget:
+    """The tiny model on the fast engine, with grouped-query attention (2 KV heads for 4)."""
+    target = tiny_random(num_kv_heads=2)
+    target.set_engine("fast")
+    return target
+
+
 @pytest.fixture
 def compose_cfg() -> Callable[..., DictConfig]:
     """Compose the primary config with overrides, as the CLI would (no Hydra run dir)."""

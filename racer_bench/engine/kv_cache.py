@@ -1,28 +1,104 @@
 """The only module that touches past key/values.
 
 Layout assumed: a transformers ``Cache`` whose layers hold ``keys``/``values`` tensors of shape
-``[batch, kv_heads, seq, head_dim]`` (``DynamicCache`` in transformers 5.x).
+``[batch, kv_heads, seq, head_dim]``. Two kinds:
+
+* ``new_cache(config)``: transformers' ``DynamicCache`` (the ``eager`` engine): every forward
+  concatenates, sliding-window layers keep only their window.
+* ``new_cache(config, preallocated=True)``: :class:`PreallocatedLayer` for every layer (the
+  ``fast`` engine): keys and values are written in place into a buffer that grows by doubling,
+  ``keys``/``values`` are views of its used rows, and compaction after a tree step moves the
+  accepted rows in place. Every layer keeps every position, sliding-window layers included:
+  the target's masks (``target.py``) give those layers their window.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import torch
-from transformers import DynamicCache
+from transformers import Cache, DynamicCache
+from transformers.cache_utils import DynamicLayer
+
+MIN_CAPACITY = 512
 
 
-def new_cache(config: object) -> DynamicCache:
-    """An empty cache shaped for ``config`` (sliding-window layers included)."""
-    return DynamicCache(config=config)
+class PreallocatedLayer(DynamicLayer):
+    """One layer's keys/values in a preallocated buffer FloatTensor[B, H_kv, capacity, D]."""
+
+    def lazy_initialization(self, key_states: torch.Tensor, value_states: torch.Tensor) -> None:
+        self.device = key_states.device
+        self.length = 0
+        self._keys = key_states.new_empty(_buffer_shape(key_states, MIN_CAPACITY))
+        self._values = value_states.new_empty(_buffer_shape(value_states, MIN_CAPACITY))
+        self._set_views()
+        self.is_initialized = True
+
+    def update(
+        self, key_states: torch.Tensor, value_states: torch.Tensor, *args: Any, **kwargs: Any
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Append ``[B, H_kv, T, D]`` states; return views of all cached rows."""
+        if not self.is_initialized:
+            self.lazy_initialization(key_states, value_states)
+        end = self.length + key_states.shape[-2]
+        if end > self._keys.shape[-2]:
+            self._grow(end)
+        self._keys[..., self.length : end, :].copy_(key_states)
+        self._values[..., self.length : end, :].copy_(value_states)
+        self.length = end
+        self._set_views()
+        return self.keys, self.values
+
+    def get_seq_length(self) -> int:
+        return self.length if self.is_initialized else 0
+
+    def crop(self, tokens_to_remove: int) -> None:
+        """Drop the last ``-tokens_to_remove`` rows (a negative count, as transformers does)."""
+        if tokens_to_remove > 0:
+            raise ValueError(f"crop takes a negative count, got {tokens_to_remove}")
+        if self.is_initialized and tokens_to_remove:
+            self.length = max(self.length + tokens_to_remove, 0)
+            self._set_views()
+
+    def reset(self) -> None:
+        if self.is_initialized:
+            self.length = 0
+            self._set_views()
+
+    def _grow(self, needed: int) -> None:
+        capacity = self._keys.shape[-2]
+        while capacity < needed:
+            capacity *= 2
+        for name in ("_keys", "_values"):
+            old = getattr(self, name)
+            new = old.new_empty(_buffer_shape(old, capacity))
+            new[..., : self.length, :].copy_(old[..., : self.length, :])
+            setattr(self, name, new)
+
+    def _set_views(self) -> None:
+        self.keys = self._keys[..., : self.length, :]
+        self.values = self._values[..., : self.length, :]
 
 
-def cache_length(cache: DynamicCache) -> int:
+def _buffer_shape(states: torch.Tensor, capacity: int) -> tuple[int, ...]:
+    return (*states.shape[:-2], capacity, states.shape[-1])
+
+
+def new_cache(config: Any, preallocated: bool = False) -> Cache:
+    """An empty cache shaped for ``config``."""
+    if not preallocated:
+        return DynamicCache(config=config)
+    n_layers = config.get_text_config(decoder=True).num_hidden_layers
+    return Cache(layers=[PreallocatedLayer() for _ in range(n_layers)])
+
+
+def cache_length(cache: Cache) -> int:
     """Number of cached positions."""
     return cache.get_seq_length()
 
 
-def keep_positions(cache: DynamicCache, start: int, keep: Sequence[int]) -> None:
+def keep_positions(cache: Cache, start: int, keep: Sequence[int]) -> None:
     """Keep cached rows ``start + keep[j]`` at ``start + j`` and drop every row after them.
 
     Used after a tree forward: ``start`` is the committed prefix length, ``keep`` the tree
@@ -44,7 +120,7 @@ def keep_positions(cache: DynamicCache, start: int, keep: Sequence[int]) -> None
     drop_last(cache, total - new_len)
 
 
-def drop_last(cache: DynamicCache, n: int) -> None:
+def drop_last(cache: Cache, n: int) -> None:
     """Drop the last ``n`` cached positions (no-op for ``n <= 0``)."""
     if n > 0:
         for layer in cache.layers:

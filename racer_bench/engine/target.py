@@ -2,6 +2,18 @@
 
 Tree attention uses transformers' custom 4-D float attention mask plus explicit position ids
 (``prefix_len + depth``), so no model code is patched. Chains take the plain causal path.
+
+Two engines run the same transformers model code (:meth:`HFTarget.set_engine`):
+
+* ``eager``: transformers as it comes: ``F.linear``, SDPA with ``repeat_kv``, ``DynamicCache``.
+* ``fast``: every float32 CPU linear layer through the packed small-M GEMM
+  (:mod:`racer_bench.engine.small_gemm`), grouped-query SDPA without ``repeat_kv`` for tree
+  steps (:mod:`racer_bench.engine.attention`), and a preallocated KV cache compacted in place
+  (:mod:`racer_bench.engine.kv_cache`). Sliding-window layers get their window from the masks
+  built here, one per layer type.
+
+``auto`` picks ``fast`` on a CPU and ``eager`` elsewhere (the GEMM is a CPU kernel; the other
+two parts are device-neutral but unmeasured on GPUs, so GPUs keep transformers' path).
 """
 
 from __future__ import annotations
@@ -12,9 +24,12 @@ from typing import Any
 
 import torch
 
-from racer_bench.engine import kv_cache
+from racer_bench.engine import attention, kv_cache, small_gemm
 from racer_bench.engine.structs import Draft
 from racer_bench.engine.tree import ancestor_mask, is_chain, node_depths
+from racer_bench.errors import ConfigError
+
+ENGINES = ("auto", "eager", "fast")
 
 
 @dataclass
@@ -33,12 +48,17 @@ class StepLogits:
 
 
 def tree_attention_mask(
-    draft: Draft, past: int, dtype: torch.dtype, device: torch.device
+    draft: Draft,
+    past: int,
+    dtype: torch.dtype,
+    device: torch.device,
+    window: int | None = None,
 ) -> torch.Tensor:
     """Additive mask FloatTensor[1, 1, T, past + T] for root + nodes (+ aux branch).
 
-    Every row sees the whole cached prefix; node rows see their ancestors and the root; aux rows
-    see the root and the aux positions their own mask allows.
+    Every row sees the cached prefix; node rows see their ancestors and the root; aux rows see
+    the root and the aux positions their own mask allows. With a sliding ``window``, a row at
+    position ``p`` also sees only keys at positions ``> p - window`` (transformers' rule).
     """
     n = len(draft)
     aux = draft.aux
@@ -48,11 +68,24 @@ def tree_attention_mask(
     if aux is not None:
         allowed[n + 1 :, 0] = True
         allowed[n + 1 :, n + 1 :] = aux.mask
-    tree = torch.zeros(allowed.shape, dtype=dtype)
-    tree.masked_fill_(~allowed, torch.finfo(dtype).min)
-    mask = torch.zeros(1, 1, n + 1 + a, past + n + 1 + a, dtype=dtype)
-    mask[0, 0, :, past:] = tree
-    return mask.to(device)
+    full = torch.ones(n + 1 + a, past + n + 1 + a, dtype=torch.bool)
+    full[:, past:] = allowed
+    if window is not None:
+        offsets = torch.tensor(_offsets(draft))
+        query_pos = (past + offsets)[:, None]
+        key_pos = torch.cat([torch.arange(past), past + offsets])[None, :]
+        full &= query_pos - key_pos < window
+    mask = torch.zeros(full.shape, dtype=dtype)
+    mask.masked_fill_(~full, torch.finfo(dtype).min)
+    return mask[None, None].to(device)
+
+
+def _offsets(draft: Draft) -> list[int]:
+    """Position offsets from the root of root, nodes and aux tokens."""
+    offsets = [0, *node_depths(draft.parents.tolist())]
+    if draft.aux is not None:
+        offsets += draft.aux.depths.tolist()
+    return offsets
 
 
 class HFTarget:
@@ -74,6 +107,40 @@ class HFTarget:
         self.softcap = getattr(model.config, "final_logit_softcapping", None)
         params = inspect.signature(self.body.forward).parameters
         self._cache_name = "cache" if "cache" in params else "past_key_values"
+        text = model.config.get_text_config(decoder=True)
+        self._layer_types = list(getattr(text, "layer_types", None) or [])
+        self._window = getattr(text, "sliding_window", None)
+        self.engine = "eager"
+        self.engine_details: dict[str, Any] = {"engine": "eager"}
+
+    def set_engine(self, engine: str) -> str:
+        """Switch to ``auto`` / ``eager`` / ``fast`` (see the module docstring); returns the engine.
+
+        ``fast`` cannot be undone on the same target (its linear layers are replaced).
+        """
+        if engine not in ENGINES:
+            raise ConfigError(f"engine={engine}: allowed values are {', '.join(ENGINES)}")
+        if engine == "auto":
+            engine = "fast" if self.device.type == "cpu" else "eager"
+        if engine == self.engine:
+            return engine
+        if self.engine == "fast":
+            raise ConfigError("engine=eager: this target already runs the fast engine")
+        why = small_gemm.unavailable_reason() if self.device.type == "cpu" else "not a CPU"
+        packed = small_gemm.pack_linears(self.model) if why is None else 0
+        self.head = self.model.get_output_embeddings()
+        impl = getattr(self.model.config, "_attn_implementation", None)
+        if impl == "sdpa":
+            self.model.set_attn_implementation(attention.register())
+        self.engine = "fast"
+        self.engine_details = {
+            "engine": "fast",
+            "packed_linears": packed,
+            "small_gemm": "unavailable: " + why if why else "on",
+            "attention": getattr(self.model.config, "_attn_implementation", None),
+            "kv_cache": "preallocated",
+        }
+        return engine
 
     @property
     def vocab_size(self) -> int:
@@ -113,7 +180,7 @@ class HFTarget:
         hidden_layers: tuple[int, ...] = (),
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """:meth:`prefill` that also returns the prompt's features FloatTensor[L, F] (or None)."""
-        self.cache = kv_cache.new_cache(self.model.config)
+        self.cache = kv_cache.new_cache(self.model.config, preallocated=self.engine == "fast")
         input_ids = torch.tensor([ids], dtype=torch.long, device=self.device)
         out = self.body(
             input_ids=input_ids,
@@ -137,15 +204,13 @@ class HFTarget:
         n = len(draft)
         aux = draft.aux
         tokens = [root, *draft.tokens.tolist()]
-        offsets = [0, *node_depths(draft.parents.tolist())]
         if aux is not None:
             tokens += aux.tokens.tolist()
-            offsets += aux.depths.tolist()
         input_ids = torch.tensor([tokens], dtype=torch.long, device=self.device)
-        positions = torch.tensor([offsets], dtype=torch.long, device=self.device) + past
+        positions = torch.tensor([_offsets(draft)], dtype=torch.long, device=self.device) + past
         mask = None
         if aux is not None or not is_chain(draft.parents.tolist()):
-            mask = tree_attention_mask(draft, past, self.dtype, self.device)
+            mask = self._tree_masks(draft, past)
         out = self.body(
             input_ids=input_ids,
             attention_mask=mask,
@@ -160,6 +225,20 @@ class HFTarget:
             aux_logits=logits[n + 1 :] if aux is not None else None,
             hidden=features(out, hidden_layers) if hidden else None,
         )
+
+    def _tree_masks(self, draft: Draft, past: int) -> torch.Tensor | dict[str, torch.Tensor]:
+        """The tree mask, or one per layer type when the fast engine serves sliding windows.
+
+        The eager engine's ``DynamicCache`` trims sliding layers itself, so it gets one mask.
+        """
+        full = tree_attention_mask(draft, past, self.dtype, self.device)
+        types = set(self._layer_types)
+        if self.engine != "fast" or not self._window or types == {"full_attention"}:
+            return full
+        sliding = tree_attention_mask(draft, past, self.dtype, self.device, self._window)
+        if types <= {"sliding_attention"}:  # no layer types: every layer slides (Mistral style)
+            return sliding
+        return {"full_attention": full, "sliding_attention": sliding}
 
     def _cache_kwarg(self) -> dict[str, Any]:
         """The cache argument under its name in this transformers version.

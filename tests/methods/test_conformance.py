@@ -36,9 +36,12 @@ class BudgetSpy:
         self.inner.update(fb)
 
 
-@pytest.mark.parametrize("hardware", ["cpu", "gpu"])  # CPU- and GPU-sized draft defaults
+@pytest.mark.parametrize(
+    ("hardware", "engine"), [("cpu", "eager"), ("gpu", "eager"), ("cpu", "fast")]
+)  # CPU- and GPU-sized draft defaults; the fast engine's cache and grouped attention
 @pytest.mark.parametrize("method", METHODS)
-def test_method_is_lossless_and_within_budget(method, hardware, compose_cfg, tiny_target):
+def test_method_is_lossless_and_within_budget(method, hardware, engine, compose_cfg, request):
+    tiny_target = request.getfixturevalue("tiny_fast_target" if engine == "fast" else "tiny_target")
     drafter = BudgetSpy(make_drafter(compose_cfg, method, tiny_target, hardware))
     capacity = getattr(drafter.inner, "capacity", None)
     for prompt_bytes in TINY_PROMPTS:  # several prompts: reset between them must work

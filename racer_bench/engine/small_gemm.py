@@ -1,0 +1,168 @@
+"""Small-M GEMM for CPU verification forwards: ``csrc/small_gemm.c``, compiled once, via ctypes.
+
+Why a kernel of our own: on the 2-core AVX2 reference machine, MKL's sgemm behind
+``F.linear`` runs 2-16-row products (the shape of a speculative step) at a third of the
+core's peak, and oneDNN's or MKL's packed paths do not do better (docs/benchmarks.md has the
+numbers). The kernel streams each weight once per forward and reuses it across up to 6 rows
+in registers, so forwards of up to ~8 tokens cost about what the weights' memory traffic costs,
+and it is batch-invariant (a row's output does not depend on the other rows).
+
+The library is built with the system C compiler (``$CC``, else ``cc``) into
+``$RACER_BENCH_CACHE/kernels`` (default ``~/.cache/racer_bench/kernels``) the first time it is
+needed, keyed by a hash of the source and flags; the build takes about a second. Without a
+compiler, on a CPU without AVX2/FMA or on another architecture, :func:`unavailable_reason` says
+why and callers fall back to ``F.linear``.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import hashlib
+import os
+import platform
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+SOURCE = Path(__file__).parent / "csrc" / "small_gemm.c"
+FLAGS = ("-O3", "-mavx2", "-mfma", "-fopenmp", "-shared", "-fPIC")
+PANEL = 16  # output columns per packed panel (NR in the C source)
+ABI_VERSION = 1
+
+
+def kernel_dir() -> Path:
+    """Where compiled kernels are cached."""
+    root = os.environ.get("RACER_BENCH_CACHE", "~/.cache/racer_bench")
+    return Path(root).expanduser() / "kernels"
+
+
+@functools.cache
+def _load() -> tuple[ctypes.CDLL | None, str | None]:
+    """(library, None) or (None, why it is unavailable)."""
+    if platform.machine().lower() not in ("x86_64", "amd64") or os.name != "posix":
+        return None, f"needs x86-64 Linux (this is {platform.machine()} {os.name})"
+    if torch.backends.cpu.get_cpu_capability() not in ("AVX2", "AVX512"):
+        return None, "needs a CPU with AVX2 and FMA"
+    compiler = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
+    if compiler is None:
+        return None, "no C compiler found (set CC or install gcc)"
+    source = SOURCE.read_bytes()
+    digest = hashlib.sha256(source + " ".join((compiler, *FLAGS)).encode()).hexdigest()[:16]
+    path = kernel_dir() / f"small_gemm-{digest}.so"
+    if not path.exists():
+        error = _compile(compiler, path)
+        if error:
+            return None, error
+    lib = ctypes.CDLL(str(path))
+    if lib.small_gemm_abi_version() != ABI_VERSION:
+        return None, f"{path} has ABI {lib.small_gemm_abi_version()}, expected {ABI_VERSION}"
+    long, ptr = ctypes.c_long, ctypes.c_void_p
+    lib.small_gemm.argtypes = [ptr, ptr, ptr, long, long, long]
+    lib.small_gemm_pack.argtypes = [ptr, ptr, long, long]
+    return lib, None
+
+
+def _compile(compiler: str, path: Path) -> str | None:
+    """Build the library at ``path`` (atomically); return an error line or None."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=path.parent) as tmp:
+        out = Path(tmp) / path.name
+        try:
+            done = subprocess.run(
+                [compiler, *FLAGS, str(SOURCE), "-o", str(out)],
+                capture_output=True, text=True, timeout=120,
+            )  # fmt: skip
+        except (OSError, subprocess.TimeoutExpired) as error:
+            return f"compiling {SOURCE.name} failed: {error}"
+        if done.returncode != 0:
+            first = (done.stderr.strip().splitlines() or ["no output"])[0]
+            return f"compiling {SOURCE.name} failed: {first}"
+        os.replace(out, path)
+    return None
+
+
+def unavailable_reason() -> str | None:
+    """None when the kernel can be used here, else one line saying why not."""
+    return _load()[1]
+
+
+def _lib() -> ctypes.CDLL:
+    lib, why = _load()
+    if lib is None:
+        raise RuntimeError(f"small GEMM kernel unavailable: {why}")
+    return lib
+
+
+def pack(weight: torch.Tensor) -> torch.Tensor:
+    """Pack FloatTensor[N, K] (float32, CPU) into panels FloatTensor[ceil(N/16) * K * 16]."""
+    n, k = weight.shape
+    w = weight.detach().contiguous()
+    packed = torch.empty(((n + PANEL - 1) // PANEL) * k * PANEL, dtype=torch.float32)
+    _lib().small_gemm_pack(w.data_ptr(), packed.data_ptr(), n, k)
+    return packed
+
+
+def matmul(x: torch.Tensor, packed: torch.Tensor, n: int) -> torch.Tensor:
+    """``x @ W.T`` for x FloatTensor[M, K] (float32, CPU) and W packed by :func:`pack`: [M, N]."""
+    x = x.contiguous()
+    m, k = x.shape
+    y = torch.empty(m, n, dtype=torch.float32)
+    if m:
+        _lib().small_gemm(x.data_ptr(), packed.data_ptr(), y.data_ptr(), m, n, k)
+    return y
+
+
+class PackedLinear(nn.Module):
+    """A drop-in for an ``nn.Linear`` (same ``weight``/``bias`` parameters) using the kernel.
+
+    Inputs that are not float32 CPU tensors, or that need gradients, take ``F.linear``. The
+    weight is packed at construction: the target's weights must not change afterwards.
+    """
+
+    def __init__(self, linear: nn.Linear) -> None:
+        super().__init__()
+        self.in_features, self.out_features = linear.in_features, linear.out_features
+        self.weight = linear.weight
+        self.bias = linear.bias
+        self._packed = pack(linear.weight)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """FloatTensor[..., in_features] -> FloatTensor[..., out_features]."""
+        if (
+            x.dtype != torch.float32
+            or x.device.type != "cpu"
+            or (torch.is_grad_enabled() and (x.requires_grad or self.weight.requires_grad))
+        ):
+            return F.linear(x, self.weight, self.bias)
+        y = matmul(x.reshape(-1, self.in_features), self._packed, self.out_features)
+        if self.bias is not None:
+            y += self.bias
+        return y.view(*x.shape[:-1], self.out_features)
+
+    def extra_repr(self) -> str:
+        return f"in_features={self.in_features}, out_features={self.out_features}, packed"
+
+
+def pack_linears(module: nn.Module) -> int:
+    """Replace every float32 CPU ``nn.Linear`` below ``module`` by a :class:`PackedLinear`.
+
+    Tied weights stay tied (the new module holds the same Parameter). Returns how many were
+    replaced.
+    """
+    replaced = 0
+    for parent in list(module.modules()):
+        for name, child in list(parent.named_children()):
+            if (
+                isinstance(child, nn.Linear)
+                and child.weight.dtype == torch.float32
+                and child.weight.device.type == "cpu"
+            ):
+                setattr(parent, name, PackedLinear(child))
+                replaced += 1
+    return replaced

@@ -1,0 +1,74 @@
+"""The packed small-M GEMM against F.linear: values, batch invariance, tails, fallbacks."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from racer_bench.engine import small_gemm
+
+pytestmark = pytest.mark.skipif(
+    small_gemm.unavailable_reason() is not None,
+    reason=f"small GEMM kernel unavailable: {small_gemm.unavailable_reason()}",
+)
+
+
+@pytest.mark.parametrize("m", [1, 2, 5, 6, 7, 13, 40])
+@pytest.mark.parametrize(("n", "k"), [(16, 8), (37, 19), (192, 576), (5, 3)])
+def test_matches_f_linear(m: int, n: int, k: int) -> None:
+    gen = torch.Generator().manual_seed(m * 1000 + n + k)
+    w = torch.randn(n, k, generator=gen)
+    x = torch.randn(m, k, generator=gen)
+    got = small_gemm.matmul(x, small_gemm.pack(w), n)
+    exact = x.double() @ w.double().T  # float32 rounding grows with k; layout bugs are O(1)
+    torch.testing.assert_close(got.double(), exact, rtol=0, atol=1e-6 * k)
+
+
+def test_rows_do_not_depend_on_the_other_rows() -> None:
+    """Batch invariance: a row alone and inside 1..20-row products gives identical bits."""
+    gen = torch.Generator().manual_seed(0)
+    w = torch.randn(100, 64, generator=gen)
+    packed = small_gemm.pack(w)
+    x = torch.randn(20, 64, generator=gen)
+    alone = torch.stack([small_gemm.matmul(x[i : i + 1], packed, 100)[0] for i in range(20)])
+    for m in (2, 6, 7, 12, 20):
+        assert torch.equal(small_gemm.matmul(x[:m], packed, 100), alone[:m])
+
+
+def test_thread_count_does_not_change_results() -> None:
+    gen = torch.Generator().manual_seed(1)
+    w, x = torch.randn(200, 48, generator=gen), torch.randn(9, 48, generator=gen)
+    packed = small_gemm.pack(w)
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        one = small_gemm.matmul(x, packed, 200)
+        torch.set_num_threads(2)
+        two = small_gemm.matmul(x, packed, 200)
+    finally:
+        torch.set_num_threads(before)
+    assert torch.equal(one, two)
+
+
+def test_packed_linear_keeps_parameters_and_falls_back() -> None:
+    torch.manual_seed(2)
+    model = nn.Sequential(nn.Linear(12, 20), nn.ReLU(), nn.Linear(20, 7, bias=False))
+    reference = [m.weight for m in model if isinstance(m, nn.Linear)]
+    x = torch.randn(3, 5, 12)
+    expected = model(x)
+    assert small_gemm.pack_linears(model) == 2
+    assert [m.weight for m in model if hasattr(m, "weight")] == reference  # same Parameters
+    assert isinstance(model[0], small_gemm.PackedLinear)
+    with torch.inference_mode():
+        torch.testing.assert_close(model(x), expected, rtol=1e-5, atol=1e-5)
+    expected.sum().backward()  # gradients flow through the F.linear fallback
+    model(x).sum().backward()
+    assert model[0].weight.grad is not None
+
+
+def test_float64_linears_are_not_replaced() -> None:
+    model = nn.Linear(4, 4).double()
+    wrapper = nn.Sequential(model)
+    assert small_gemm.pack_linears(wrapper) == 0
+    assert wrapper[0] is model
