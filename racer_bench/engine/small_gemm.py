@@ -33,7 +33,8 @@ from torch import nn
 SOURCE = Path(__file__).parent / "csrc" / "small_gemm.c"
 FLAGS = ("-O3", "-mavx2", "-mfma", "-fopenmp", "-shared", "-fPIC")
 PANEL = 16  # output columns per packed panel (NR in the C source)
-ABI_VERSION = 1
+ABI_VERSION = 2
+MAX_ROWS = 128  # more rows (a prefill) take F.linear: MKL's large-M GEMM is built for them
 
 
 def kernel_dir() -> Path:
@@ -121,8 +122,9 @@ def matmul(x: torch.Tensor, packed: torch.Tensor, n: int) -> torch.Tensor:
 class PackedLinear(nn.Module):
     """A drop-in for an ``nn.Linear`` (same ``weight``/``bias`` parameters) using the kernel.
 
-    Inputs that are not float32 CPU tensors, or that need gradients, take ``F.linear``. The
-    weight is packed at construction: the target's weights must not change afterwards.
+    Inputs of more than :data:`MAX_ROWS` rows (prefills), that are not float32 CPU tensors, or
+    that need gradients, take ``F.linear``. The weight is packed at construction: the target's
+    weights must not change afterwards.
     """
 
     def __init__(self, linear: nn.Linear) -> None:
@@ -137,6 +139,7 @@ class PackedLinear(nn.Module):
         if (
             x.dtype != torch.float32
             or x.device.type != "cpu"
+            or x.numel() > MAX_ROWS * self.in_features
             or (torch.is_grad_enabled() and (x.requires_grad or self.weight.requires_grad))
         ):
             return F.linear(x, self.weight, self.bias)
