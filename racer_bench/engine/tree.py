@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
 import torch
 
 from racer_bench.engine.structs import Draft, Source
@@ -39,15 +40,18 @@ def path_to(node: int, parents: Sequence[int]) -> list[int]:
 def ancestor_mask(parents: Sequence[int]) -> torch.Tensor:
     """BoolTensor[N+1, N+1]: row ``i`` attends to column ``j`` iff j is i or an ancestor of i.
 
-    Index 0 is the root; node ``k`` is index ``k + 1``.
+    Index 0 is the root; node ``k`` is index ``k + 1``. Vectorised over nodes: one round per
+    tree level, in which every row climbs one parent (numpy: a few microseconds per round).
     """
-    n = len(parents)
-    mask = torch.zeros(n + 1, n + 1, dtype=torch.bool)
-    mask[0, 0] = True
-    for k, p in enumerate(parents):
-        mask[k + 1] = mask[p + 1]
-        mask[k + 1, k + 1] = True
-    return mask
+    up = np.concatenate([[0], np.asarray(parents, dtype=np.int64) + 1])  # root: its own parent
+    rows = np.arange(up.size)
+    mask = np.zeros((up.size, up.size), dtype=bool)
+    current = rows
+    mask[rows, current] = True
+    while current.any():
+        current = up[current]
+        mask[rows, current] = True
+    return torch.from_numpy(mask)
 
 
 def check_draft(draft: Draft, budget: int | None = None) -> None:

@@ -36,6 +36,17 @@ def test_ancestor_mask_matches_hand_drawn_tree():
     assert not mask[1, 2]  # siblings are invisible to each other
 
 
+def test_ancestor_mask_matches_root_paths_on_random_trees():
+    gen = torch.Generator().manual_seed(0)
+    for n in (0, 1, 5, 17, 40):
+        parents = [int(torch.randint(-1, i, (1,), generator=gen)) for i in range(n)]
+        mask = ancestor_mask(parents)
+        for node in range(n):
+            expected = {0} | {k + 1 for k in path_to(node, parents)}
+            assert set(mask[node + 1].nonzero().flatten().tolist()) == expected
+        assert mask[0].tolist() == [True] + [False] * n
+
+
 def test_is_chain():
     assert is_chain([-1, 0, 1, 2])
     assert is_chain([])
