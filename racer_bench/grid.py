@@ -12,16 +12,17 @@ the notebooks read them like multirun jobs.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextlib import ExitStack
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import yaml
 from hydra import compose, initialize_config_dir
-from hydra.utils import instantiate
 from omegaconf import DictConfig, open_dict
 from tqdm.auto import tqdm
 
+from racer_bench import runlock
 from racer_bench.analysis import records as R
 from racer_bench.cli import CONF_DIR
 from racer_bench.engine.verify import GreedyVerifier
@@ -30,10 +31,12 @@ from racer_bench.runner import (
     Mode,
     Setup,
     build,
+    construct,
     finalize,
     run_manifest,
     run_prompt,
     safe_run_prompt,
+    validate,
 )
 
 STRICT = "strict"
@@ -61,13 +64,16 @@ def build_grid(
     if not points:
         raise ConfigError("points: give at least one grid point")
     configs = [compose_run([*base, "baseline=none", *p]) for p in points]
+    for cfg, _ in configs[1:]:
+        validate(cfg)  # every point before the model loads
     shared = build(configs[0][0])
-    strict = Mode(STRICT, instantiate(shared.cfg.method)(vocab_size=shared.target.vocab_size),
+    vocab_size = shared.target.vocab_size
+    strict = Mode(STRICT, construct(shared.cfg.method, "method", vocab_size=vocab_size),
                   GreedyVerifier())  # fmt: skip
     views, modes = [], [strict]
     for index, (cfg, _) in enumerate(configs):
-        drafter = instantiate(cfg.method)(vocab_size=shared.target.vocab_size)
-        mode = Mode(point_name(index), drafter, instantiate(cfg.verifier))
+        drafter = construct(cfg.method, "method", vocab_size=vocab_size)
+        mode = Mode(point_name(index), drafter, construct(cfg.verifier, "verifier"))
         modes.append(mode)
         views.append(replace(shared, cfg=cfg, modes=[replace(mode, name="method"), strict]))
     return replace(shared, modes=modes), views, [choices for _, choices in configs]
@@ -88,17 +94,26 @@ def run_grid(
 ) -> list[dict[str, Any]]:
     """Run every grid point against shared strict greedy; one run folder per point under
     ``out_dir`` (``0/``, ``1/`` ...); returns the summaries. Finished prompts are not redone."""
-    shared, views, choices = build_grid(base, points)
     dirs = [Path(out_dir) / str(i) for i in range(len(points))]
+    with ExitStack() as held:
+        for run_dir in dirs:
+            run_dir.mkdir(parents=True, exist_ok=True)
+            held.enter_context(runlock.hold(run_dir))
+            R.drop_torn_tail(run_dir)  # a killed earlier attempt may have torn its last line
+        return _run_grid(base, points, dirs)
+
+
+def _run_grid(
+    base: Sequence[str], points: Sequence[Sequence[str]], dirs: list[Path]
+) -> list[dict[str, Any]]:
+    shared, views, choices = build_grid(base, points)
     for index, (run_dir, view, point) in enumerate(zip(dirs, views, points, strict=True)):
-        run_dir.mkdir(parents=True, exist_ok=True)
         if not (run_dir / R.MANIFEST_FILE).exists():
             R.write_json(run_dir / R.MANIFEST_FILE, run_manifest(view, choices[index]))
             (run_dir / ".hydra").mkdir(exist_ok=True)
             overrides = [*base, *point, f"grid_point={index}"]
             (run_dir / ".hydra" / "overrides.yaml").write_text(yaml.safe_dump(overrides))
-    done = set.intersection(*({r["id"] for r in R.load_prompts(d) if r.get("status") == "ok"}
-                              for d in dirs))  # fmt: skip
+    done = set.intersection(*(R.finished_ids(d) for d in dirs))
     prompts = shared.task.load()
     todo = [(i, p) for i, p in enumerate(prompts) if p.id not in done]
     for index in range(min(shared.cfg.warmup_prompts, len(prompts)) if todo else 0):
