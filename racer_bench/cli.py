@@ -62,6 +62,8 @@ def preflight(argv: list[str]) -> list[str]:
         if run_dir:
             runlock.check_free(Path(run_dir))
         return argv
+    if not (Path(resume) / R.MANIFEST_FILE).exists():
+        raise ConfigError(f"resume={resume}: not a run folder (no {R.MANIFEST_FILE})")
     runlock.check_free(Path(resume))
     extra = ["hydra.output_subdir=null"] + ([] if run_dir else [f"hydra.run.dir={resume}"])
     return [*argv, *extra]

@@ -19,7 +19,7 @@ from typing import Any
 
 import yaml
 from hydra import compose, initialize_config_dir
-from omegaconf import DictConfig, open_dict
+from omegaconf import DictConfig, OmegaConf, open_dict
 from tqdm.auto import tqdm
 
 from racer_bench import runlock
@@ -27,6 +27,7 @@ from racer_bench.analysis import records as R
 from racer_bench.cli import CONF_DIR
 from racer_bench.engine.verify import GreedyVerifier
 from racer_bench.errors import ConfigError
+from racer_bench.resume import differing_keys
 from racer_bench.runner import (
     Mode,
     Setup,
@@ -57,15 +58,23 @@ def point_name(index: int) -> str:
 
 
 def build_grid(
-    base: Sequence[str], points: Sequence[Sequence[str]]
+    base: Sequence[str], points: Sequence[Sequence[str]], dirs: Sequence[Path] = ()
 ) -> tuple[Setup, list[Setup], list[dict[str, str]]]:
     """One shared setup (strict + every point), a per-point view of it for its run folder, and
-    each point's group choices (for its manifest)."""
+    each point's group choices (for its manifest). Each point's config is checked, and checked
+    against the run already in its folder of ``dirs``, before the model loads."""
     if not points:
         raise ConfigError("points: give at least one grid point")
     configs = [compose_run([*base, "baseline=none", *p]) for p in points]
-    for cfg, _ in configs[1:]:
-        validate(cfg)  # every point before the model loads
+    for (cfg, _), run_dir in zip(configs, dirs or [None] * len(configs), strict=True):
+        validate(cfg)
+        if run_dir is not None and (run_dir / R.MANIFEST_FILE).exists():
+            saved = R.read_json(run_dir / R.MANIFEST_FILE)["config"]
+            changed = differing_keys(saved, OmegaConf.to_container(cfg, resolve=True))
+            if changed:
+                keys = ", ".join(changed)
+                raise ConfigError(f"{run_dir} holds a grid point run with other {keys}; "
+                                  "write the grid to another folder")  # fmt: skip
     shared = build(configs[0][0])
     vocab_size = shared.target.vocab_size
     strict = Mode(STRICT, construct(shared.cfg.method, "method", vocab_size=vocab_size),
@@ -106,7 +115,7 @@ def run_grid(
 def _run_grid(
     base: Sequence[str], points: Sequence[Sequence[str]], dirs: list[Path]
 ) -> list[dict[str, Any]]:
-    shared, views, choices = build_grid(base, points)
+    shared, views, choices = build_grid(base, points, dirs)
     for index, (run_dir, view, point) in enumerate(zip(dirs, views, points, strict=True)):
         if not (run_dir / R.MANIFEST_FILE).exists():
             R.write_json(run_dir / R.MANIFEST_FILE, run_manifest(view, choices[index]))

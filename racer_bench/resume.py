@@ -133,6 +133,16 @@ def _drop(tree: Any, dotted: str) -> None:
         tree.pop(leaf, None)
 
 
+def differing_keys(saved: Any, now: Any, prefix: str = "") -> list[str]:
+    """Dotted keys whose values differ between two plain configs, the safe keys left out."""
+    if not (isinstance(saved, dict) and isinstance(now, dict)):
+        return [] if saved == now else [prefix.rstrip(".")]
+    keys = [k for k in dict.fromkeys([*saved, *now]) if not (not prefix and k in SAFE_KEYS)]
+    missing = object()
+    return [d for k in keys for d in differing_keys(saved.get(k, missing), now.get(k, missing),
+                                                     f"{prefix}{k}.")]  # fmt: skip
+
+
 def check_hardware(saved: DictConfig, manifest: dict[str, Any], run_dir: Path) -> None:
     """Refuse to continue a run measured on a CPU on a GPU here, or the reverse."""
     measured = manifest.get("device")

@@ -182,3 +182,12 @@ def test_resume_drops_a_torn_last_line_and_redoes_that_prompt(compose_cfg, tmp_p
     raw = path.read_bytes().splitlines()
     assert raw[:2] == [line.rstrip(b"\n") for line in lines[:2]]  # finished prompts untouched
     assert [json.loads(line)["id"] for line in raw] == ["tiny/0", "tiny/1", "tiny/2"]  # once each
+
+
+def test_resume_on_another_kind_of_hardware_is_refused(compose_cfg, tmp_path, monkeypatch):
+    stop_after(compose_cfg, tmp_path, monkeypatch)
+    manifest = json.loads((tmp_path / "manifest.json").read_text())
+    manifest["device"] = "NVIDIA H200"  # as if measured on a GPU; model.device=cpu here
+    (tmp_path / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(ConfigError, match=r"measured on gpu \(NVIDIA H200\) but model.device=cpu"):
+        run(compose_cfg(f"resume={tmp_path}"), tmp_path / "ignored")
