@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import signal
+import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -11,7 +12,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import torch
-from hydra.utils import instantiate
+from hydra.utils import get_object, instantiate
 from omegaconf import DictConfig, OmegaConf
 from tqdm.auto import tqdm
 
@@ -97,16 +98,18 @@ def validate(cfg: DictConfig) -> None:
 
 
 def construct(node: DictConfig, group: str, **kwargs: Any) -> Any:
-    """``instantiate(node)(**kwargs)``; a constructor's ValueError becomes a ConfigError.
+    """``instantiate(node)(**kwargs)``; a ValueError raised by the target's own module (its
+    constructor's checks) becomes a one-line ConfigError naming the group.
 
     The schema catches a bad value of one key before anything loads; what it cannot express
-    (keys that must agree, a file that must exist) is checked by the constructors.
+    (keys that must agree, a file that must exist) is checked by the constructors. A ValueError
+    raised deeper (a library, a bug) keeps its traceback.
     """
     try:
         made = instantiate(node)
         return made(**kwargs) if kwargs else made
     except Exception as error:
-        cause = find_config_error(error) or _value_error(error)
+        cause = find_config_error(error) or _constructor_error(error, str(node._target_))
         if cause is None:
             raise
         message = str(cause).splitlines()[0] if str(cause) else type(cause).__name__
@@ -114,13 +117,19 @@ def construct(node: DictConfig, group: str, **kwargs: Any) -> Any:
         raise ConfigError(message) from error
 
 
-def _value_error(error: BaseException) -> ValueError | None:
+def _constructor_error(error: BaseException, target: str) -> ValueError | None:
+    """The ValueError behind ``error`` if it was raised in the module defining ``target``."""
     current: BaseException | None = error
-    while current is not None:
-        if isinstance(current, ValueError):
-            return current
+    while current is not None and not isinstance(current, ValueError):
         current = current.__cause__
-    return None
+    if current is None or current.__traceback__ is None:
+        return None
+    frame = current.__traceback__
+    while frame.tb_next is not None:
+        frame = frame.tb_next
+    module = sys.modules.get(getattr(get_object(target), "__module__", ""))
+    where = getattr(module, "__file__", None)
+    return current if where and frame.tb_frame.f_code.co_filename == where else None
 
 
 def build(cfg: DictConfig) -> Setup:

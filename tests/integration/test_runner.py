@@ -6,10 +6,11 @@ import json
 from typing import Any, ClassVar
 
 import pytest
+from omegaconf import OmegaConf
 
 from racer_bench.analysis.records import load_prompts
 from racer_bench.errors import ConfigError, RunStopped
-from racer_bench.runner import run
+from racer_bench.runner import construct, run
 from racer_bench.tasks.tiny import TinyTask
 
 CONTRACT = ("n_prompts", "new_tokens", "tokens_per_s", "baseline_tokens_per_s", "speedup", "mat",
@@ -191,3 +192,20 @@ def test_resume_on_another_kind_of_hardware_is_refused(compose_cfg, tmp_path, mo
     (tmp_path / "manifest.json").write_text(json.dumps(manifest))
     with pytest.raises(ConfigError, match=r"measured on gpu \(NVIDIA H200\) but model.device=cpu"):
         run(compose_cfg(f"resume={tmp_path}"), tmp_path / "ignored")
+
+
+def not_a_config_check(**_: Any) -> None:
+    json.loads("{")  # a ValueError raised by a library, not by the target's own checks
+
+
+def test_constructor_checks_become_one_line_errors_others_keep_their_traceback(
+    compose_cfg, tmp_path
+):
+    cfg = compose_cfg(*SMOKE, "method=racer", "method.max_nodes=5", "task.limit=1")
+    with pytest.raises(ConfigError, match=r"^method.max_nodes=5: must exceed ngram \+ 1 with lru$"):
+        run(cfg, tmp_path)  # keys that must agree: checked by the constructor
+    assert not (tmp_path / "manifest.json").exists()
+    with pytest.raises(Exception) as error:
+        construct(OmegaConf.create({"_target_": f"{__name__}.not_a_config_check"}), "method")
+    assert not isinstance(error.value, ConfigError)
+    assert isinstance(error.value.__cause__, json.JSONDecodeError)
