@@ -56,11 +56,11 @@ def preflight(argv: list[str]) -> list[str]:
     values = plain_overrides(argv)
     run_dir, resume = values.get("hydra.run.dir"), values.get("resume")
     if resume in (None, "null", ""):
+        if run_dir:
+            runlock.check_free(Path(run_dir))
         if run_dir and (Path(run_dir) / R.MANIFEST_FILE).exists():
             raise ConfigError(f"hydra.run.dir={run_dir} already holds a run; continue it with "
                               f"resume={run_dir} or write to another folder")  # fmt: skip
-        if run_dir:
-            runlock.check_free(Path(run_dir))
         return argv
     if not (Path(resume) / R.MANIFEST_FILE).exists():
         raise ConfigError(f"resume={resume}: not a run folder (no {R.MANIFEST_FILE})")

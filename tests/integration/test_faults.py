@@ -1,5 +1,9 @@
 """Real signals on real CLI runs of the tiny model, each followed by a bare ``resume=R``.
 
+The runs are forked from one server process that imported the CLI once
+(:mod:`tests.integration.cli_forkserver`), so each starts at once instead of after seconds of
+imports.
+
 One run folder goes through Ctrl-C, SIGTERM and SIGKILLs at random moments (seeded), then a
 resume that finishes it. Checked at every step: the one-line report and exit status, the
 INCOMPLETE marker, that no finished prompt is lost or changed, and at the end that every prompt
@@ -9,31 +13,82 @@ appears exactly once and every torn line was kept beside the file.
 from __future__ import annotations
 
 import json
+import os
 import random
 import re
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
+
+import pytest
 
 from tests.conftest import REPO
 
 N_PROMPTS = 24  # the tiny task's 6 prompts, 4 times over
-RUN = ["model=tiny_random", "task=tiny", "task._target_=tests.integration.slow_task.SlowTinyTask",
-       "+task.delay_s=0.05", "+task.copies=4", "max_new_tokens=8", "warmup_prompts=0",
-       "method=pld"]  # fmt: skip
+
+
+def run_args(copies: int = 4, delay_s: float = 0.05) -> list[str]:
+    """A tiny-model run of ``6 * copies`` prompts, each turn rendered ``delay_s`` late."""
+    task = "task._target_=tests.integration.slow_task.SlowTinyTask"
+    return ["model=tiny_random", "task=tiny", task, f"+task.delay_s={delay_s}",
+            f"+task.copies={copies}", "max_new_tokens=8", "warmup_prompts=0",
+            "method=pld"]  # fmt: skip
+
+
+RUN = run_args()
 STOPPED = re.compile(r"stopped after (\d+) of 24 prompts; continue with resume=(\S+)")
 
 
-def start(*args: str) -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, "-m", "racer_bench", *args], cwd=REPO,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+class Runs:
+    """CLI runs forked from :mod:`tests.integration.cli_forkserver` (one import for all)."""
+
+    def __init__(self, tmp: Path) -> None:
+        self.tmp, self.count = tmp, 0
+        self.server = subprocess.Popen(
+            [sys.executable, "-m", "tests.integration.cli_forkserver"], cwd=REPO,
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        assert self.ask() == "ready"
+
+    def ask(self, *command: object) -> object:
+        if command:
+            self.server.stdin.write(json.dumps(command) + "\n")
+            self.server.stdin.flush()
+        return json.loads(self.server.stdout.readline())
+
+    def start(self, *argv: str) -> Run:
+        self.count += 1
+        err = self.tmp / f"stderr-{self.count}.txt"
+        return Run(self, int(self.ask("run", list(argv), str(err))), err)
+
+    def close(self) -> None:
+        self.server.stdin.close()
+        self.server.wait(timeout=60)
 
 
-def finish(proc: subprocess.Popen[str], timeout: float = 300) -> tuple[int, str]:
-    _, err = proc.communicate(timeout=timeout)
-    return proc.returncode, err
+class Run:
+    def __init__(self, runs: Runs, pid: int, err: Path) -> None:
+        self.runs, self.pid, self.err = runs, pid, err
+
+    def running(self) -> bool:
+        state = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        return state != "Z"
+
+    def signal(self, signum: int) -> None:
+        os.kill(self.pid, signum)
+
+    def finish(self) -> tuple[int, str]:
+        return int(self.runs.ask("wait", self.pid)), self.err.read_text()
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Runs]:
+    server = Runs(tmp_path_factory.mktemp("stderr"))
+    yield server
+    server.close()
 
 
 def complete_lines(run_dir: Path) -> tuple[list[bytes], bytes]:
@@ -44,10 +99,10 @@ def complete_lines(run_dir: Path) -> tuple[list[bytes], bytes]:
     return data[:end].splitlines(), data[end:]
 
 
-def wait_for_lines(proc: subprocess.Popen[str], run_dir: Path, n: int) -> None:
+def wait_for_lines(run: Run, run_dir: Path, n: int) -> None:
     deadline = time.monotonic() + 300
     while len(complete_lines(run_dir)[0]) < n:
-        assert proc.poll() is None, f"exited early: {proc.communicate()[1][-2000:]}"
+        assert run.running(), f"exited early: {run.err.read_text()[-2000:]}"
         assert time.monotonic() < deadline, "no progress"
         time.sleep(0.02)
 
@@ -66,36 +121,35 @@ def assert_stopped(status: int, err: str, expected: int, run_dir: Path) -> int:
     return len(lines)
 
 
-def test_ctrl_c_sigterm_and_sigkill_then_resume_keeps_every_prompt_once(tmp_path):
+def test_ctrl_c_sigterm_and_sigkill_then_resume_keeps_every_prompt_once(runs, tmp_path):
     run_dir = tmp_path / "run"
     # Ctrl-C: found by hand, it printed a KeyboardInterrupt traceback
-    proc = start(*RUN, f"hydra.run.dir={run_dir}")
-    wait_for_lines(proc, run_dir, 2)
-    proc.send_signal(signal.SIGINT)
-    done = assert_stopped(*finish(proc), 130, run_dir)
+    run = runs.start(*RUN, f"hydra.run.dir={run_dir}")
+    wait_for_lines(run, run_dir, 2)
+    run.signal(signal.SIGINT)
+    done = assert_stopped(*run.finish(), 130, run_dir)
     hydra_record = (run_dir / ".hydra" / "overrides.yaml").read_text()
-    seen = complete_lines(run_dir)[0]
 
-    proc = start(f"resume={run_dir}")  # bare resume: the run's own configuration
-    wait_for_lines(proc, run_dir, done + 2)
-    proc.send_signal(signal.SIGTERM)
-    assert assert_stopped(*finish(proc), 143, run_dir) >= done + 2
+    run = runs.start(f"resume={run_dir}")  # bare resume: the run's own configuration
+    wait_for_lines(run, run_dir, done + 1)
+    run.signal(signal.SIGTERM)
+    assert assert_stopped(*run.finish(), 143, run_dir) >= done + 1
 
     rng = random.Random(1)
     torn_tails = []
     for _ in range(3):
         before = complete_lines(run_dir)[0]
-        proc = start(f"resume={run_dir}")
-        wait_for_lines(proc, run_dir, len(before) + 1)
-        time.sleep(rng.uniform(0.0, 0.6))  # a random moment: mid-prompt or mid-write
-        proc.kill()
-        proc.wait()
+        run = runs.start(f"resume={run_dir}")
+        wait_for_lines(run, run_dir, len(before) + 1)
+        time.sleep(rng.uniform(0.0, 0.5))  # a random moment: mid-prompt or mid-write
+        run.signal(signal.SIGKILL)
+        assert run.finish()[0] == -signal.SIGKILL
         after, torn = complete_lines(run_dir)
         assert after[: len(before)] == before  # finished prompts survive, unchanged
         torn_tails.append(torn)
-        seen = after
+    seen = complete_lines(run_dir)[0]
 
-    status, err = finish(start(f"resume={run_dir}"))
+    status, err = runs.start(f"resume={run_dir}").finish()
     assert status == 0, err[-2000:]
     lines, torn = complete_lines(run_dir)
     assert torn == b"" and lines[: len(seen)] == seen
@@ -109,8 +163,26 @@ def test_ctrl_c_sigterm_and_sigkill_then_resume_keeps_every_prompt_once(tmp_path
     assert json.loads((run_dir / "summary.json").read_text())["n_prompts"] == N_PROMPTS
     assert (run_dir / ".hydra" / "overrides.yaml").read_text() == hydra_record
 
-    status, err = finish(start(f"resume={run_dir}", "method=racer", "max_new_tokens=9"))
+    status, err = runs.start(f"resume={run_dir}", "method=racer", "max_new_tokens=9").finish()
     assert status == 2 and err.strip().splitlines() == [
         f"error: resume={run_dir}: cannot change method, max_new_tokens of a saved run "
         "(a run folder never mixes configurations); start a new run to change them"
     ]
+
+
+def test_a_second_process_on_a_held_run_folder_is_refused(runs, tmp_path):
+    run_dir, slow = tmp_path / "run", run_args(copies=1, delay_s=0.3)
+    run = runs.start(*slow, f"hydra.run.dir={run_dir}")
+    wait_for_lines(run, run_dir, 1)
+    for argv in ([f"resume={run_dir}"], [*slow, f"hydra.run.dir={run_dir}"]):
+        status, err = runs.start(*argv).finish()
+        assert status == 2 and err.strip().splitlines() == [
+            f"error: run folder {run_dir} is in use by process {run.pid} "
+            f"(lock {run_dir}/.lock); wait for it to finish or stop it"
+        ]
+    run.signal(signal.SIGKILL)
+    run.finish()
+    assert (run_dir / ".lock").read_text().strip() == str(run.pid)  # left by the dead run
+    status, err = runs.start(f"resume={run_dir}").finish()  # ... and taken over
+    assert status == 0, err[-2000:]
+    assert len(complete_lines(run_dir)[0]) == 6 and not (run_dir / ".lock").exists()
