@@ -66,7 +66,20 @@ def preflight(argv: list[str]) -> list[str]:
         raise ConfigError(f"resume={resume}: not a run folder (no {R.MANIFEST_FILE})")
     runlock.check_free(Path(resume))
     extra = ["hydra.output_subdir=null"] + ([] if run_dir else [f"hydra.run.dir={resume}"])
-    return [*argv, *extra]
+    return [*saved_choices(Path(resume), values), *argv, *extra]
+
+
+def saved_choices(run_dir: Path, given: dict[str, str]) -> list[str]:
+    """``group=option`` for the run's own options of the groups the command line leaves alone,
+    so that its keys compose (``resume=R method.capacity=3`` on a RACER run reaches the
+    resume check instead of failing on the default method, which has no capacity). Groups
+    with a global package (experiment, sweep, debug, local) would re-apply whole settings
+    (even a multirun), so they are left out."""
+    choices = R.read_json(run_dir / R.MANIFEST_FILE).get("choices") or {}
+    skip = {"experiment", "sweep", "debug", "local", "paths"}
+    return [f"{group}={option}" for group, option in choices.items()
+            if option and group not in skip and not group.startswith("hydra")
+            and group not in given and (CONF_DIR / group).is_dir()]  # fmt: skip
 
 
 def _choices() -> dict[str, Any]:

@@ -77,7 +77,7 @@ def restore(
     for key in safe:
         value = OmegaConf.select(cfg, key)
         OmegaConf.update(saved, key, value, merge=False)
-        changed[key] = OmegaConf.to_container(value) if OmegaConf.is_config(value) else value
+        changed[key] = _plain(cfg, key)
     saved.resume = str(run_dir)
     return Resumed(saved, {k: v for k, v in choices.items() if v is not None}, changed)
 

@@ -207,7 +207,7 @@ def run_manifest(setup: Setup, choices: dict[str, str]) -> dict[str, Any]:
             "lossless": bool(method.verifier.lossless),
             "task": choices.get("task"),
             "task_version": setup.task.version,
-            "choices": choices,
+            "choices": {k: v for k, v in choices.items() if not k.startswith("hydra")},
             "dtype": str(setup.target.dtype).removeprefix("torch."),
             "device": R.device_name(setup.target.device),
             "seed": cfg.seed,

@@ -163,11 +163,14 @@ def test_ctrl_c_sigterm_and_sigkill_then_resume_keeps_every_prompt_once(runs, tm
     assert json.loads((run_dir / "summary.json").read_text())["n_prompts"] == N_PROMPTS
     assert (run_dir / ".hydra" / "overrides.yaml").read_text() == hydra_record
 
-    status, err = runs.start(f"resume={run_dir}", "method=racer", "max_new_tokens=9").finish()
-    assert status == 2 and err.strip().splitlines() == [
-        f"error: resume={run_dir}: cannot change method, max_new_tokens of a saved run "
-        "(a run folder never mixes configurations); start a new run to change them"
-    ]
+    for argv, keys in ((["method=racer", "max_new_tokens=9"], "method, max_new_tokens"),
+                       (["method.num_pred_tokens=3"], "method.num_pred_tokens")):  # fmt: skip
+        status, err = runs.start(f"resume={run_dir}", *argv).finish()
+        assert status == 2 and err.strip().splitlines() == [
+            f"error: resume={run_dir}: cannot change {keys} of a saved run "
+            "(a run folder never mixes configurations); start a new run to change them"
+        ]
+    assert json.loads((run_dir / "summary.json").read_text())["n_prompts"] == N_PROMPTS
 
 
 def test_a_second_process_on_a_held_run_folder_is_refused(runs, tmp_path):
