@@ -11,7 +11,8 @@ from racer_bench.cli import check_group_choices
 from racer_bench.errors import ConfigError
 from tests.conftest import REPO
 
-TINY = ["model=tiny_random", "task=tiny", "task.limit=1", "max_new_tokens=4", "warmup_prompts=0"]
+TINY = ["model=tiny_random", "task=tiny", "task.limit=1", "max_new_tokens=4", "warmup_prompts=0",
+        "num_threads=1"]  # fmt: skip
 
 
 def cli(*args: str, tmp_path) -> subprocess.CompletedProcess:
