@@ -25,6 +25,7 @@ import torch
 from methods.heads import Eagle3Head, eagle3_config, grow_tree, load_eagle3, tree_draft
 from racer_bench.engine.drafter import DrafterNeeds
 from racer_bench.engine.structs import Draft, DraftContext, Feedback
+from racer_bench.schema import NonNegativeInt, PositiveInt, Seed
 
 RANDOM_LAYERS = (0, 1, -1)  # valid for any target with at least one layer
 
@@ -39,12 +40,12 @@ class Eagle3Drafter:
         self,
         vocab_size: int,
         checkpoint: str | None = None,
-        feature_layers: list[int] | None = None,
+        feature_layers: list[NonNegativeInt] | None = None,
         embed_from: str | None = None,
-        depth: int = 5,
-        topk: int = 4,
-        total_tokens: int = 24,
-        seed: int = 0,
+        depth: PositiveInt = 5,
+        topk: PositiveInt = 4,
+        total_tokens: PositiveInt = 24,
+        seed: Seed = 0,
     ) -> None:
         self.vocab_size = vocab_size
         self.depth, self.topk, self.capacity, self.seed = depth, topk, total_tokens, seed

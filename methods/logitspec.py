@@ -33,14 +33,16 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Annotated, ClassVar
 
 import torch
+from annotated_types import Ge
 
 from methods.ngram_index import NgramIndex
 from racer_bench.engine.drafter import DrafterNeeds
 from racer_bench.engine.structs import Draft, DraftContext, Feedback, Source
 from racer_bench.engine.tree import TrieBuilder
+from racer_bench.schema import PositiveInt
 
 
 @dataclass
@@ -146,12 +148,12 @@ class LogitSpecDrafter:
     def __init__(
         self,
         vocab_size: int,
-        max_ngram_size: int = 3,
-        num_pred_tokens: int = 20,
-        draft_tree_capacity: int = 64,
-        topk: int | None = None,
-        rank_thresholds: Sequence[int] = (8, 32),
-        rank_lengths: Sequence[int] = (4, 3, 1),
+        max_ngram_size: PositiveInt = 3,
+        num_pred_tokens: PositiveInt = 20,
+        draft_tree_capacity: Annotated[int, Ge(2)] = 64,  # counts the root: >= 1 draft node
+        topk: PositiveInt | None = None,
+        rank_thresholds: Sequence[PositiveInt] = (8, 32),
+        rank_lengths: Sequence[PositiveInt] = (4, 3, 1),
         merge_prefixes: bool = False,
     ) -> None:
         if draft_tree_capacity < 1:

@@ -33,14 +33,16 @@ from __future__ import annotations
 import functools
 import random
 from collections.abc import Sequence
-from typing import ClassVar
+from typing import Annotated, ClassVar
 
 import numpy as np
 import torch
+from annotated_types import Ge
 
 from racer_bench.engine.drafter import DrafterNeeds
 from racer_bench.engine.structs import AuxBranch, Draft, DraftContext, Feedback, Source
 from racer_bench.engine.tree import TrieBuilder
+from racer_bench.schema import PositiveInt, Seed
 
 Ngram = tuple[int, ...]
 
@@ -169,12 +171,12 @@ class LookaheadDrafter:
     def __init__(
         self,
         vocab_size: int,
-        level: int = 5,
-        window: int = 7,
-        guess_set_size: int = 7,
+        level: Annotated[int, Ge(3)] = 5,
+        window: PositiveInt = 7,
+        guess_set_size: PositiveInt = 7,
         pool_from_prompt: bool = False,
         persist_across_prompts: bool = False,
-        seed: int = 0,
+        seed: Seed = 0,
     ) -> None:
         if level < 3 or window < 1 or guess_set_size < 0:
             raise ValueError(

@@ -24,6 +24,7 @@ import torch
 from methods.heads import MedusaHeads, grow_tree, load_checkpoint, tree_draft
 from racer_bench.engine.drafter import DrafterNeeds
 from racer_bench.engine.structs import Draft, DraftContext, Feedback
+from racer_bench.schema import PositiveInt, Seed
 
 
 class MedusaDrafter:
@@ -37,11 +38,11 @@ class MedusaDrafter:
         self,
         vocab_size: int,
         checkpoint: str | None = None,
-        num_heads: int = 4,
-        num_layers: int = 1,
-        topk: int = 4,
-        total_tokens: int = 24,
-        seed: int = 0,
+        num_heads: PositiveInt = 4,
+        num_layers: PositiveInt = 1,
+        topk: PositiveInt = 4,
+        total_tokens: PositiveInt = 24,
+        seed: Seed = 0,
     ) -> None:
         self.vocab_size = vocab_size
         self.topk = topk

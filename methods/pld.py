@@ -17,13 +17,14 @@ plain autoregressive step, which is never slower.
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import ClassVar, Literal
 
 import numpy as np
 import torch
 
 from racer_bench.engine.drafter import DrafterNeeds
 from racer_bench.engine.structs import Draft, DraftContext, Feedback, Source
+from racer_bench.schema import PositiveInt
 
 
 def find_candidate(
@@ -68,9 +69,9 @@ class PLDDrafter:
     def __init__(
         self,
         vocab_size: int,
-        max_ngram_size: int = 3,
-        num_pred_tokens: int = 10,
-        match: str = "earliest",
+        max_ngram_size: PositiveInt = 3,
+        num_pred_tokens: PositiveInt = 10,
+        match: Literal["earliest", "latest"] = "earliest",
         require_full: bool = False,
     ) -> None:
         if match not in ("earliest", "latest"):

@@ -34,6 +34,7 @@ import torch
 from racer_bench.engine.drafter import DrafterNeeds
 from racer_bench.engine.structs import Draft, DraftContext, Feedback, Source
 from racer_bench.engine.tree import prune
+from racer_bench.schema import PositiveInt
 
 # Reference template "2.2.2" (Spec-Bench model/recycling/tree_template_.py): each node is the path
 # of top-k columns from the root; listed in (depth, lexicographic) order.
@@ -142,7 +143,7 @@ class TokenRecyclingDrafter:
     def __init__(
         self,
         vocab_size: int,
-        topk: int = 8,
+        topk: PositiveInt = 8,
         template: str = "2.2.2",
         persist_across_prompts: bool = False,
         seed_from_prompt: bool = False,

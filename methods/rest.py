@@ -37,6 +37,7 @@ from methods.datastore import Datastore, check_vocab, load_or_build, top_prefixe
 from racer_bench.engine.drafter import DrafterNeeds
 from racer_bench.engine.structs import Draft, DraftContext, Feedback, Source
 from racer_bench.engine.tree import TrieBuilder
+from racer_bench.schema import PositiveInt
 
 
 def retrieve_draft(
@@ -93,12 +94,12 @@ class RestDrafter:
         corpus: str = "stdlib",
         tokenizer: str = "auto",
         cache_dir: str = "~/.cache/racer_bench",
-        max_tokens: int = 4_000_000,
-        num_draft: int = 64,
-        max_token_span: int = 16,
-        min_token_span: int = 2,
-        long: int = 10,
-        k: int = 5000,
+        max_tokens: PositiveInt = 4_000_000,
+        num_draft: PositiveInt = 64,
+        max_token_span: PositiveInt = 16,
+        min_token_span: PositiveInt = 2,
+        long: PositiveInt = 10,
+        k: PositiveInt = 5000,
     ) -> None:
         if not 1 <= min_token_span <= max_token_span:
             raise ValueError(

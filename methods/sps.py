@@ -26,6 +26,7 @@ from racer_bench.engine.drafter import DrafterNeeds
 from racer_bench.engine.structs import Draft, DraftContext, Feedback, Source
 from racer_bench.engine.target import HFTarget
 from racer_bench.errors import ConfigError
+from racer_bench.schema import NonNegativeFloat, PositiveInt, Seed
 
 
 class SpSDrafter:
@@ -39,11 +40,11 @@ class SpSDrafter:
         self,
         vocab_size: int,
         draft_model: HFTarget | str,
-        num_tokens: int = 5,
+        num_tokens: PositiveInt = 5,
         adaptive: bool = False,
-        max_tokens: int = 10,
-        temperature: float = 0.0,
-        seed: int = 0,
+        max_tokens: PositiveInt = 10,
+        temperature: NonNegativeFloat = 0.0,
+        seed: Seed = 0,
     ) -> None:
         if isinstance(draft_model, str):
             from racer_bench.models import load_hf

@@ -22,6 +22,7 @@ from racer_bench.engine.drafter import Drafter
 from racer_bench.engine.stopping import StopRule
 from racer_bench.engine.target import HFTarget
 from racer_bench.engine.verify import GreedyVerifier
+from racer_bench.schema import check
 
 CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
 
@@ -91,6 +92,7 @@ def method_drafter(method: str, vocab_size: int, overrides: Sequence[str] = ()) 
     """A drafter from ``conf/method/<method>.yaml`` with Hydra overrides (``capacity=16``)."""
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         cfg = compose("config", [f"method={method}", *(f"method.{o}" for o in overrides)])
+    check(cfg.method, None, "method.")  # one-line ConfigError for a bad value, before building
     return instantiate(cfg.method)(vocab_size=vocab_size)
 
 

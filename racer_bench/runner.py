@@ -3,26 +3,31 @@
 from __future__ import annotations
 
 import gc
+import signal
+import sys
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import torch
-from hydra.utils import instantiate
+from hydra.utils import get_object, instantiate
 from omegaconf import DictConfig, OmegaConf
 from tqdm.auto import tqdm
 
+from racer_bench import interrupts, resume, runlock
 from racer_bench.analysis import records as R
 from racer_bench.analysis import tracking
 from racer_bench.analysis.summary import summarize
+from racer_bench.analysis.tracking import LoggerConfig
 from racer_bench.engine.decode import LoopOptions, generate
 from racer_bench.engine.drafter import Drafter, NullDrafter
 from racer_bench.engine.stopping import StopRule
 from racer_bench.engine.target import HFTarget
 from racer_bench.engine.verify import GreedyVerifier, Verifier
-from racer_bench.errors import ConfigError
+from racer_bench.errors import ConfigError, RunStopped, find_config_error
+from racer_bench.schema import Instantiable, NonNegativeInt, PositiveInt, Seed, check
 from racer_bench.tasks.base import Prompt, Task
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -49,22 +54,83 @@ class Setup:
     max_new_tokens: int
 
 
+@dataclass
+class PathsConfig:
+    """Schema of ``conf/paths/default.yaml``."""
+
+    data_dir: str = "data"
+    cache_dir: str = "~/.cache/racer_bench"
+    results_dir: str = "results"
+
+
+@dataclass
+class RunConfig:
+    """Schema of ``conf/config.yaml``: the run-level keys and the groups below them.
+
+    Groups with ``_target_`` (model, method, verifier, task) are described by their targets'
+    signatures (:mod:`racer_bench.schema`); a new top-level key or group is declared here.
+    """
+
+    seed: Seed = 0
+    max_new_tokens: PositiveInt = 256
+    warmup_prompts: NonNegativeInt = 1
+    baseline: Literal["same_run", "none"] = "same_run"
+    resume: str | None = None
+    max_draft: NonNegativeInt = 256
+    num_threads: PositiveInt | None = None
+    hardware: Literal["cpu", "gpu"] = "cpu"
+    engine: Literal["auto", "eager", "fast"] = "auto"
+    experiment_name: str = "adhoc"
+    tags: list[str] = field(default_factory=list)
+    model: Instantiable = field(default_factory=dict)
+    method: Instantiable = field(default_factory=dict)
+    verifier: Instantiable = field(default_factory=dict)
+    task: Instantiable = field(default_factory=dict)
+    logger: LoggerConfig = field(default_factory=LoggerConfig)
+    paths: PathsConfig = field(default_factory=PathsConfig)
+    # conf/experiment/racer_ablation.yaml: the variant and the method keys of each variant
+    ablation: str | None = None
+    ablations: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
 def validate(cfg: DictConfig) -> None:
-    """Reject bad run-level values with one line naming the key and what is allowed."""
-    if not isinstance(cfg.max_new_tokens, int) or cfg.max_new_tokens <= 0:
-        raise ConfigError(f"max_new_tokens={cfg.max_new_tokens}: must be a positive integer")
-    if not isinstance(cfg.warmup_prompts, int) or cfg.warmup_prompts < 0:
-        raise ConfigError(f"warmup_prompts={cfg.warmup_prompts}: must be an integer >= 0")
-    if cfg.baseline not in ("same_run", "none"):
-        raise ConfigError(f"baseline={cfg.baseline}: allowed values are same_run, none")
-    if not isinstance(cfg.seed, int):
-        raise ConfigError(f"seed={cfg.seed}: must be an integer")
-    if not isinstance(cfg.max_draft, int) or cfg.max_draft < 0:
-        raise ConfigError(f"max_draft={cfg.max_draft}: must be an integer >= 0")
-    if cfg.get("hardware", "cpu") not in ("cpu", "gpu"):
-        raise ConfigError(f"hardware={cfg.hardware}: allowed values are cpu, gpu")
-    if cfg.resume is not None and not (Path(cfg.resume) / R.MANIFEST_FILE).exists():
-        raise ConfigError(f"resume={cfg.resume}: not a run folder (no {R.MANIFEST_FILE})")
+    """Check every key against :class:`RunConfig` before anything loads (one-line ConfigError)."""
+    check(cfg, RunConfig)
+
+
+def construct(node: DictConfig, group: str, **kwargs: Any) -> Any:
+    """``instantiate(node)(**kwargs)``; a ValueError raised by the target's own module (its
+    constructor's checks) becomes a one-line ConfigError naming the group.
+
+    The schema catches a bad value of one key before anything loads; what it cannot express
+    (keys that must agree, a file that must exist) is checked by the constructors. A ValueError
+    raised deeper (a library, a bug) keeps its traceback.
+    """
+    try:
+        made = instantiate(node)
+        return made(**kwargs) if kwargs else made
+    except Exception as error:
+        cause = find_config_error(error) or _constructor_error(error, str(node._target_))
+        if cause is None:
+            raise
+        message = str(cause).splitlines()[0] if str(cause) else type(cause).__name__
+        message = message if message.startswith(group) else f"{group}: {message}"
+        raise ConfigError(message) from error
+
+
+def _constructor_error(error: BaseException, target: str) -> ValueError | None:
+    """The ValueError behind ``error`` if it was raised in the module defining ``target``."""
+    current: BaseException | None = error
+    while current is not None and not isinstance(current, ValueError):
+        current = current.__cause__
+    if current is None or current.__traceback__ is None:
+        return None
+    frame = current.__traceback__
+    while frame.tb_next is not None:
+        frame = frame.tb_next
+    module = sys.modules.get(getattr(get_object(target), "__module__", ""))
+    where = getattr(module, "__file__", None)
+    return current if where and frame.tb_frame.f_code.co_filename == where else None
 
 
 def build(cfg: DictConfig) -> Setup:
@@ -72,16 +138,16 @@ def build(cfg: DictConfig) -> Setup:
     validate(cfg)
     if cfg.num_threads:
         torch.set_num_threads(int(cfg.num_threads))
-    task: Task = instantiate(cfg.task)
-    target: HFTarget = instantiate(cfg.model)
+    task: Task = construct(cfg.task, "task")
+    target: HFTarget = construct(cfg.model, "model")
     target.set_engine(cfg.get("engine", "auto"))
-    verifier: Verifier = instantiate(cfg.verifier)
-    method = Mode("method", instantiate(cfg.method)(vocab_size=target.vocab_size), verifier)
+    verifier: Verifier = construct(cfg.verifier, "verifier")
+    method = Mode("method", construct(cfg.method, "method", vocab_size=target.vocab_size), verifier)
     modes = [method]
     if cfg.baseline == "same_run":
         modes.insert(0, Mode("baseline", NullDrafter(), verifier))
     if not verifier.lossless:  # lossy verifiers are judged against strict greedy, same drafter
-        strict_drafter = instantiate(cfg.method)(vocab_size=target.vocab_size)
+        strict_drafter = construct(cfg.method, "method", vocab_size=target.vocab_size)
         modes.append(Mode("strict", strict_drafter, GreedyVerifier()))
     max_new = task.max_new_tokens or cfg.max_new_tokens
     gc.collect()
@@ -143,6 +209,7 @@ def run_manifest(setup: Setup, choices: dict[str, str]) -> dict[str, Any]:
             "lossless": bool(method.verifier.lossless),
             "task": choices.get("task"),
             "task_version": setup.task.version,
+            "choices": {k: v for k, v in choices.items() if not k.startswith("hydra")},
             "dtype": str(setup.target.dtype).removeprefix("torch."),
             "device": R.device_name(setup.target.device),
             "engine": setup.target.engine_details,
@@ -165,20 +232,92 @@ def run(
     run_dir: Path,
     choices: dict[str, str] | None = None,
     on_summary: Callable[[dict[str, Any]], None] | None = None,
+    overrides: Sequence[str] = (),
 ) -> dict[str, Any]:
-    """Run the benchmark into ``run_dir`` (or ``cfg.resume``); return the summary."""
-    setup = build(cfg)
-    choices = choices or {}
-    run_dir = Path(cfg.resume) if cfg.resume else Path(run_dir)
+    """Run the benchmark into ``run_dir``, or continue the run folder ``cfg.resume``.
+
+    With ``resume`` set, the run's own saved configuration is used; ``overrides`` (this
+    invocation's command-line overrides) may only change keys that do not change results
+    (:mod:`racer_bench.resume`). Ctrl-C or SIGTERM raise :class:`RunStopped` after leaving the
+    folder resumable. Returns the summary.
+    """
+    choices = dict(choices or {})
+    resumed = None
+    if cfg.resume:
+        resumed = resume.restore(cfg, overrides, choices)
+        cfg, choices, run_dir = resumed.cfg, resumed.choices, Path(str(cfg.resume))
+    validate(cfg)
+    run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
-    if not cfg.resume:
-        R.write_json(run_dir / R.MANIFEST_FILE, run_manifest(setup, choices))
-    prompts = setup.task.load()
-    done = {r["id"] for r in R.load_prompts(run_dir) if r.get("status") == "ok"}
-    for index in range(min(cfg.warmup_prompts, len(prompts))):
-        run_prompt(setup, prompts[index], index)  # warm-up: same code path, not recorded
+    with runlock.hold(run_dir), interrupts.sigterm_as_interrupt():
+        if resumed is None and _holds_run(run_dir):
+            raise ConfigError(f"{run_dir} already holds a run; continue it with resume={run_dir} "
+                              "or write to another folder")  # fmt: skip
+        if resumed is not None and resume.is_finished(run_dir):
+            print(f"run folder {run_dir} is already finished; nothing to resume")
+            return R.read_json(run_dir / R.SUMMARY_FILE)
+        return _run_in(cfg, run_dir, choices, on_summary, resumed)
+
+
+def _holds_run(run_dir: Path) -> bool:
+    return any((run_dir / name).exists() for name in (R.MANIFEST_FILE, R.PROMPTS_FILE))
+
+
+def _run_in(
+    cfg: DictConfig,
+    run_dir: Path,
+    choices: dict[str, str],
+    on_summary: Callable[[dict[str, Any]], None] | None,
+    resumed: resume.Resumed | None,
+) -> dict[str, Any]:
+    """Load everything, then every prompt not yet done (the lock on ``run_dir`` is held)."""
+    total: int | None = None
+    try:
+        setup = build(cfg)
+        if resumed is None:
+            R.write_json(run_dir / R.MANIFEST_FILE, run_manifest(setup, choices))
+        else:
+            torn = R.drop_torn_tail(run_dir)
+            if torn is not None:
+                print(f"dropped a torn last line of {R.PROMPTS_FILE} (kept in {torn}); "
+                      "that prompt is redone")  # fmt: skip
+            device = R.device_name(setup.target.device)
+            resume.record_event(run_dir, resumed.changed, device, len(R.finished_ids(run_dir)))
+        prompts = setup.task.load()
+        total = len(prompts)
+        return run_prompts(setup, prompts, run_dir, choices, on_summary)
+    except KeyboardInterrupt as stop:
+        raise stopped(stop, run_dir, total) from None
+
+
+def stopped(stop: KeyboardInterrupt, run_dir: Path, total: int | None) -> RunStopped:
+    """The one-line report of a run stopped by a signal."""
+    signum = getattr(stop, "signum", signal.SIGINT)
+    if total is None:
+        if (run_dir / R.MANIFEST_FILE).exists():
+            return RunStopped(f"stopped while loading; continue with resume={run_dir}", signum)
+        return RunStopped("stopped while loading; no prompt was run", signum)
+    done = len(R.finished_ids(run_dir))
+    return RunStopped(
+        f"stopped after {done} of {total} prompts; continue with resume={run_dir}", signum
+    )
+
+
+def run_prompts(
+    setup: Setup,
+    prompts: list[Prompt],
+    run_dir: Path,
+    choices: dict[str, str],
+    on_summary: Callable[[dict[str, Any]], None] | None = None,
+) -> dict[str, Any]:
+    """Every prompt not finished yet, one line each, then the summary."""
+    incomplete = run_dir / R.INCOMPLETE_FILE
+    incomplete.write_text(f"run not finished; continue with resume={run_dir}\n")
+    done = R.finished_ids(run_dir)
     todo = [(i, p) for i, p in enumerate(prompts) if p.id not in done]
-    tracker = tracking.start(cfg, run_dir, choices)
+    for index in range(min(setup.cfg.warmup_prompts, len(prompts)) if todo else 0):
+        run_prompt(setup, prompts[index], index)  # warm-up: same code path, not recorded
+    tracker = tracking.start(setup.cfg, run_dir, choices)
     failed = True
     try:
         for index, prompt in tqdm(todo, desc=choices.get("method", "method"), unit="prompt"):
@@ -188,9 +327,7 @@ def run(
         failed = False
     finally:
         tracker.finish(failed=failed)
-        if failed:  # interrupted or crashed: finished prompts stay readable, resume= continues
-            (run_dir / "INCOMPLETE").write_text("run stopped early; continue with resume=<dir>\n")
-    (run_dir / "INCOMPLETE").unlink(missing_ok=True)
+    incomplete.unlink(missing_ok=True)
     return summary
 
 

@@ -17,8 +17,9 @@ import json
 import random
 import sys
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import hydra
 import torch
@@ -39,6 +40,70 @@ from methods.heads import (
 )
 from racer_bench.distill_data import build_dataset, load_dataset, prompt_texts, save_dataset
 from racer_bench.engine.target import HFTarget, features
+from racer_bench.errors import ConfigError
+from racer_bench.runner import PathsConfig
+from racer_bench.schema import (
+    Instantiable,
+    NonNegativeFloat,
+    NonNegativeInt,
+    PositiveFloat,
+    PositiveInt,
+    Seed,
+    check,
+)
+
+
+@dataclass
+class DataConfig:
+    """``data:`` of ``conf/train/config.yaml``."""
+
+    path: str = ""
+    n_code: PositiveInt | None = 48
+    n_chat: PositiveInt | None = 24
+    max_new_tokens: PositiveInt = 96
+    batch_size: PositiveInt = 24
+
+
+@dataclass
+class HeadConfig:
+    """``head:`` of ``conf/train/config.yaml``."""
+
+    draft_vocab: PositiveInt = 2048
+    num_heads: PositiveInt = 4
+    num_layers: PositiveInt = 1
+    attn_heads: PositiveInt = 8
+    intermediate_size: PositiveInt = 1536
+    feature_layers: list[NonNegativeInt] | None = None
+    ttt_steps: PositiveInt = 3
+
+
+@dataclass
+class OptimConfig:
+    """``train:`` of ``conf/train/config.yaml``."""
+
+    lr: PositiveFloat = 1e-3
+    weight_decay: NonNegativeFloat = 0.0
+    max_steps: PositiveInt = 4000
+    max_minutes: PositiveFloat = 12.0
+    save_every: PositiveInt = 200
+    log_every: PositiveInt = 50
+
+
+@dataclass
+class TrainConfig:
+    """Schema of ``conf/train/config.yaml`` (see :mod:`racer_bench.schema`)."""
+
+    kind: Literal["medusa", "eagle3"] = "medusa"
+    model_name: str = "smollm2_135m"
+    num_threads: PositiveInt = 1
+    seed: Seed = 0
+    out: str = ""
+    resume: bool = True
+    data: DataConfig = field(default_factory=DataConfig)
+    head: HeadConfig = field(default_factory=HeadConfig)
+    train: OptimConfig = field(default_factory=OptimConfig)
+    model: Instantiable = field(default_factory=dict)
+    paths: PathsConfig = field(default_factory=PathsConfig)
 
 
 def dataset(cfg: DictConfig, target: HFTarget) -> dict[str, Any]:
@@ -181,6 +246,11 @@ def _summary(cfg, data, seqs, losses, steps, train_s, total_s) -> dict[str, Any]
 
 @hydra.main(version_base=None, config_path="../conf", config_name="train/config")
 def main(cfg: DictConfig) -> None:
+    try:
+        check(cfg, TrainConfig)
+    except ConfigError as error:
+        print(f"error: {error}", file=sys.stderr)
+        sys.exit(2)
     summary = train(cfg)
     print(json.dumps(summary))
 

@@ -41,16 +41,18 @@ Conventions and deviations, all configurable where they matter:
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Annotated, ClassVar, Literal
 
 import numpy as np
 import torch
+from annotated_types import Ge
 
 from methods.racer.automaton import FAIL_LINKS, Automaton
 from methods.racer.logits_tree import HALVING, TokenBin, grow_logits_tree
 from racer_bench.engine.drafter import DrafterNeeds
 from racer_bench.engine.structs import Draft, DraftContext, Feedback, Source
 from racer_bench.engine.tree import TrieBuilder
+from racer_bench.schema import PositiveInt
 
 
 class RacerDrafter:
@@ -62,17 +64,17 @@ class RacerDrafter:
     def __init__(
         self,
         vocab_size: int,
-        capacity: int = 63,
-        ngram: int = 10,
-        max_nodes: int = 10000,
-        max_breadth: int = 8,
-        min_depth: int = 2,
+        capacity: PositiveInt = 63,
+        ngram: Annotated[int, Ge(2)] = 10,
+        max_nodes: PositiveInt = 10000,
+        max_breadth: PositiveInt = 8,
+        min_depth: PositiveInt = 2,
         retrieval: bool = True,
         logits: bool = True,
-        logit_source: str = "copy",
+        logit_source: Literal["copy", "last"] = "copy",
         lru: bool = True,
-        fail_links: str = "exact",
-        halving: str = "reference",
+        fail_links: Literal["exact", "lazy"] = "exact",
+        halving: Literal["reference", "paper"] = "reference",
         persist_across_prompts: bool = False,
     ) -> None:
         _check_args(logit_source, fail_links, halving, ngram, max_nodes, lru, max_breadth)

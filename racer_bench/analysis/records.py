@@ -6,19 +6,23 @@ The run folder is the source of truth: tables, plots and W&B all read from it.
 from __future__ import annotations
 
 import json
+import os
 import platform
 import subprocess
+import warnings
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from racer_bench.engine.structs import GenerationResult, Source
+from racer_bench.interrupts import signals_deferred
 
 SCHEMA_VERSION = 1
 PROMPTS_FILE = "prompts.jsonl"
 SUMMARY_FILE = "summary.json"
 MANIFEST_FILE = "manifest.json"
+INCOMPLETE_FILE = "INCOMPLETE"  # present while a run has not finished
 STEP_KEYS = ("n_draft", "depth", "n_accepted", "n_committed", "t_draft", "t_verify", "t_update",
              "n_relaxed", "regret")  # fmt: skip
 
@@ -46,24 +50,88 @@ def generation_record(result: GenerationResult) -> dict[str, Any]:
 
 
 def append_prompt(run_dir: Path, record: dict[str, Any]) -> None:
-    """Append one prompt line and flush it, so an interrupted run keeps finished prompts."""
-    with open(run_dir / PROMPTS_FILE, "a", encoding="utf-8") as f:
-        f.write(json.dumps(record, ensure_ascii=False) + "\n")
-        f.flush()
+    """Append one prompt line, written as soon as the prompt finishes.
+
+    The line goes out in ``write`` calls on an ``O_APPEND`` descriptor with SIGINT and SIGTERM
+    held back (:func:`racer_bench.interrupts.signals_deferred`), so Ctrl-C or a SIGTERM never
+    leaves half a line. Only SIGKILL can tear the last line; the loader skips it and
+    :func:`drop_torn_tail` cuts it off before a resumed run appends.
+    """
+    data = memoryview((json.dumps(record, ensure_ascii=False) + "\n").encode("utf-8"))
+    with signals_deferred():
+        fd = os.open(Path(run_dir) / PROMPTS_FILE, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            while data:
+                data = data[os.write(fd, data) :]
+        finally:
+            os.close(fd)
 
 
 def load_prompts(run_dir: Path) -> list[dict[str, Any]]:
-    """All prompt lines of a run folder; a torn last line (killed mid-write) is ignored."""
+    """The prompt records of a run folder, one per prompt id, read from complete lines only.
+
+    A torn last line (no final newline: its writer was killed mid-append) is never read. When an
+    id has several lines (a resumed run redoes the prompts that failed), the last one counts,
+    at the place of the first.
+    """
     path = Path(run_dir) / PROMPTS_FILE
     if not path.exists():
         return []
-    records = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        try:
-            records.append(json.loads(line))
-        except json.JSONDecodeError:
+    data = path.read_bytes()
+    records: dict[Any, dict[str, Any]] = {}
+    for number, line in enumerate(data[: data.rfind(b"\n") + 1].splitlines(), start=1):
+        if not line.strip():
             continue
-    return records
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            warnings.warn(f"{path}:{number}: unreadable line skipped", stacklevel=2)
+            continue
+        records[record.get("id", f"line {number}")] = record
+    return list(records.values())
+
+
+def finished_ids(run_dir: Path) -> set[str]:
+    """Ids of the prompts a run folder holds with status ``ok`` (a resumed run skips them)."""
+    return {r["id"] for r in load_prompts(run_dir) if r.get("status") == "ok"}
+
+
+def drop_torn_tail(run_dir: Path) -> Path | None:
+    """Cut a torn last line off ``prompts.jsonl`` and keep it beside the file.
+
+    Returns the copy (``prompts.jsonl.torn-<n>``), or None when the file ends with a newline.
+    Call it before appending to a folder whose writer may have been killed, or the next line
+    would be glued to the torn one.
+    """
+    path = Path(run_dir) / PROMPTS_FILE
+    if not path.exists():
+        return None
+    size = path.stat().st_size
+    end = end_of_last_line(path, size)
+    if end == size:
+        return None
+    copy = path.with_name(f"{path.name}.torn-1")
+    while copy.exists():  # every torn line is kept
+        copy = path.with_name(f"{path.name}.torn-{int(copy.name.rsplit('-', 1)[1]) + 1}")
+    with open(path, "rb") as f:
+        f.seek(end)
+        copy.write_bytes(f.read())
+    os.truncate(path, end)
+    return copy
+
+
+def end_of_last_line(path: Path, size: int, chunk: int = 1 << 20) -> int:
+    """Offset just after the last newline of the first ``size`` bytes of ``path`` (0: none)."""
+    with open(path, "rb") as f:
+        pos = size
+        while pos > 0:
+            start = max(0, pos - chunk)
+            f.seek(start)
+            newline = f.read(pos - start).rfind(b"\n")
+            if newline >= 0:
+                return start + newline + 1
+            pos = start
+    return 0
 
 
 def write_json(path: Path, data: dict[str, Any]) -> None:

@@ -20,8 +20,9 @@ import math
 import netrc
 import os
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 from urllib.parse import urlparse
 
 from omegaconf import DictConfig, OmegaConf
@@ -57,6 +58,22 @@ SUMMARY_KEYS = {
     "new_tokens": "run/new_tokens",
 }
 CI_KEYS = {"speedup_ci95": "speed/speedup", "accuracy_delta_ci95": "asd/accuracy_delta"}
+
+
+@dataclass
+class LoggerConfig:
+    """Schema of ``conf/logger/*.yaml`` (the keys :func:`start` and :func:`init_kwargs` read)."""
+
+    mode: Literal["auto", "online", "offline", "disabled"] = "disabled"
+    project: str = "racer_bench"
+    entity: str | None = None
+    group: str | None = None
+    job_type: str | None = None
+    name: str | None = None
+    tags: list[str] = field(default_factory=list)
+    dir: str | None = None
+    log_prompts: bool = True
+    log_figures: bool = True
 
 
 class Tracker(Protocol):

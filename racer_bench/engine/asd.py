@@ -32,12 +32,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import ClassVar, Literal
 
 import torch
 
 from racer_bench.engine.structs import Draft, VerifyResult
 from racer_bench.engine.verify import greedy_accept
+from racer_bench.schema import NonNegativeFloat, NonNegativeInt
 
 SLACK = 1e-9  # the reference API's tolerance on the budget check
 SUFFIX_VALUES = ("count", "normalized")
@@ -135,10 +136,10 @@ class ASDVerifier:
 
     def __init__(
         self,
-        budget: float = 8.0,
-        gate: float = 0.25,
-        cap: int = 2,
-        suffix_values: str = "count",
+        budget: NonNegativeFloat = 8.0,
+        gate: NonNegativeFloat = 0.25,
+        cap: NonNegativeInt = 2,
+        suffix_values: Literal["count", "normalized"] = "count",
         reproduction_strict: bool = False,
     ) -> None:
         if budget < 0 or gate < 0 or cap < 0:

@@ -41,12 +41,14 @@ the ``rng`` argument; the global RNG is never used.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import ClassVar
+from typing import Annotated, ClassVar
 
 import torch
+from annotated_types import Interval
 
 from racer_bench.engine.structs import Draft, VerifyResult
 from racer_bench.engine.verify import greedy_accept
+from racer_bench.schema import NonNegativeFloat, NonNegativeInt
 
 
 def warp_logits(
@@ -185,7 +187,12 @@ class SamplingVerifier:
     name: ClassVar[str] = "sampling"
     lossless: ClassVar[bool] = True
 
-    def __init__(self, temperature: float = 1.0, top_p: float = 1.0, top_k: int = 0) -> None:
+    def __init__(
+        self,
+        temperature: NonNegativeFloat = 1.0,
+        top_p: Annotated[float, Interval(gt=0, le=1)] = 1.0,
+        top_k: NonNegativeInt = 0,
+    ) -> None:
         _check_warp_args(temperature, top_k, top_p)
         self.temperature = float(temperature)
         self.top_p = float(top_p)

@@ -20,9 +20,12 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Annotated, Any, ClassVar, Literal
+
+from annotated_types import Interval
 
 from racer_bench.errors import ConfigError
+from racer_bench.schema import NonNegativeInt, PositiveInt, Seed
 from racer_bench.tasks.datafiles import data_file
 
 SPLITS = ("all", "calib", "eval")
@@ -90,14 +93,14 @@ class Task:
     def __init__(
         self,
         version: str = "1",
-        limit: int | None = None,
+        limit: NonNegativeInt | None = None,
         categories: Sequence[str] | str | None = None,
-        max_new_tokens: int | None = None,
+        max_new_tokens: PositiveInt | None = None,
         stop_strings: Sequence[str] | None = None,
-        prompt_style: str = "chat",
-        sample_seed: int | None = None,
-        split: str = "all",
-        calib_fraction: float = 0.3,
+        prompt_style: Literal["chat", "completion"] = "chat",
+        sample_seed: Seed | None = None,
+        split: Literal["all", "calib", "eval"] = "all",
+        calib_fraction: Annotated[float, Interval(gt=0, lt=1)] = 0.3,
         data_dir: str | None = None,
         **_: Any,
     ) -> None:

@@ -10,7 +10,9 @@ compared numerically with the gold (:func:`racer_bench.scoring.score_numeric`).
 from __future__ import annotations
 
 import json
-from typing import Any, ClassVar
+from typing import Annotated, Any, ClassVar
+
+from annotated_types import Interval
 
 from racer_bench.errors import ConfigError
 from racer_bench.scoring import gsm8k_gold, score_numeric
@@ -31,7 +33,9 @@ class GSM8KTask(Task):
     answer_prefix: ClassVar[str] = "A: "
     exemplars: ClassVar[tuple[tuple[str, str], ...]] = GSM8K_EXEMPLARS
 
-    def __init__(self, num_fewshot: int = 8, **kwargs: Any) -> None:
+    def __init__(
+        self, num_fewshot: Annotated[int, Interval(ge=0, le=8)] = 8, **kwargs: Any
+    ) -> None:
         super().__init__(**kwargs)
         if not 0 <= num_fewshot <= len(self.exemplars):
             raise ConfigError(

@@ -6,6 +6,7 @@ import re
 from typing import Any, ClassVar
 
 from racer_bench.sandbox import run_python
+from racer_bench.schema import PositiveFloat
 from racer_bench.tasks.base import Prompt, Task
 
 INSTRUCTION = (
@@ -47,7 +48,9 @@ class HumanEvalTask(Task):
     name: ClassVar[str] = "humaneval"
     metric: ClassVar[str | None] = "pass@1"
 
-    def __init__(self, execute: bool = True, timeout_s: float = 10.0, **kwargs: Any) -> None:
+    def __init__(
+        self, execute: bool = True, timeout_s: PositiveFloat = 10.0, **kwargs: Any
+    ) -> None:
         super().__init__(**kwargs)
         if self.prompt_style == "chat":  # top-level stop strings would cut the chat answer
             self.stop_strings = []

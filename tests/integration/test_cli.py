@@ -11,7 +11,8 @@ from racer_bench.cli import check_group_choices
 from racer_bench.errors import ConfigError
 from tests.conftest import REPO
 
-TINY = ["model=tiny_random", "task=tiny", "task.limit=1", "max_new_tokens=4", "warmup_prompts=0"]
+TINY = ["model=tiny_random", "task=tiny", "task.limit=1", "max_new_tokens=4", "warmup_prompts=0",
+        "num_threads=1"]  # fmt: skip
 
 
 def cli(*args: str, tmp_path) -> subprocess.CompletedProcess:
@@ -31,21 +32,23 @@ def test_unknown_group_choice_lists_valid_names():
 
 
 @pytest.mark.parametrize(
-    ("override", "message"),
+    ("overrides", "message"),
     [
-        ("method=nope", "method=nope: unknown method"),
-        ("max_new_tokens=0", "max_new_tokens=0: must be a positive integer"),
-        ("task.limit=-1", "task.limit=-1"),
-        ("baseline=maybe", "baseline=maybe: allowed values are same_run, none"),
-        ("hardware=tpu", "hardware=tpu: allowed values are cpu, gpu"),
+        (["method=nope"], "method=nope: unknown method"),
+        (["method=racer", "method.capacity=-1"], "method.capacity=-1: must be an integer >= 1"),
+        (["verifier=asd", "verifier.budget=-3"], "verifier.budget=-3: must be a number >= 0"),
+        (["verifier=sampling", "verifier.temperature=-1"], "verifier.temperature=-1: must be"),
+        (["num_threads=0"], "num_threads=0: must be an integer >= 1 or null"),
     ],
 )
-def test_cli_bad_values_exit_2_with_one_line(override, message, tmp_path):
-    proc = cli(*TINY, override, tmp_path=tmp_path)
+def test_cli_bad_values_exit_2_with_one_line(overrides, message, tmp_path):
+    """Found by hand: a negative capacity ran silently as AR; a negative ASD budget or
+    temperature ended in Hydra's instantiate traceback with status 1."""
+    proc = cli(*TINY, *overrides, tmp_path=tmp_path)
     assert proc.returncode == 2, proc.stderr
-    lines = [line for line in proc.stderr.strip().splitlines() if line.strip()]
-    assert lines[-1].startswith("error: ") and message in lines[-1]
-    assert "Traceback" not in proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"error: {message}"), proc.stderr
+    assert not (tmp_path / "manifest.json").exists()  # refused before anything loaded
 
 
 def test_cli_missing_local_model_folder(tmp_path):

@@ -56,3 +56,11 @@ def test_resume_does_not_redo_finished_prompts(grid_dir):
 def test_no_points_is_a_config_error(tmp_path):
     with pytest.raises(ConfigError, match="points"):
         run_grid(BASE, [], tmp_path)
+
+
+def test_a_grid_with_other_settings_is_refused_in_the_same_folder(grid_dir):
+    out, _ = grid_dir
+    before = [(out / str(i) / "prompts.jsonl").read_bytes() for i in range(2)]
+    with pytest.raises(ConfigError, match=r"holds a grid point run with other max_new_tokens"):
+        run_grid([*BASE, "max_new_tokens=8"], [STRICT_POINT, LOOSE_POINT], out)
+    assert [(out / str(i) / "prompts.jsonl").read_bytes() for i in range(2)] == before

