@@ -25,6 +25,7 @@ from collections import Counter
 import pytest
 import torch
 
+from methods.dspark import DSparkDrafter
 from methods.pld import PLDDrafter
 from racer_bench.engine.drafter import DrafterNeeds, NullDrafter, OracleDrafter
 from racer_bench.engine.sampling import SamplingVerifier
@@ -154,11 +155,13 @@ def make_drafter(name: str, target: HFTarget, prompt: list[int]) -> object:
         return PeekDrafter(target, depth=DEPTH)
     if name == "peek_q":
         return PeekDrafter(target, depth=2, q_temperature=1.5)
+    if name == "dspark_q":  # random head, sampled tree (2 i.i.d. chains) with q rows
+        return DSparkDrafter(target.vocab_size, temperature=1.0, topk=2, total_tokens=6)
     greedy = ar_tokens(target, prompt, max_new_tokens=DEPTH + 2)  # wrong siblings at every level
     return OracleDrafter(greedy, len(prompt), depth=DEPTH, width=2, vocab_size=target.vocab_size)
 
 
-@pytest.mark.parametrize("name", ["ar", "pld", "peek_q"])
+@pytest.mark.parametrize("name", ["ar", "pld", "peek_q", "dspark_q"])
 def test_first_tokens_match_ar_sampling(name, tiny_target, prompt, reference):
     """Chi-square goodness of fit of the first DEPTH tokens against exact AR sampling.
 
