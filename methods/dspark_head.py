@@ -231,4 +231,5 @@ def dspark_loss(
     )
     total = ce_loss + conf_weight * conf_loss
     first = out["accepted"][:, 0][inside[:, 0]].float().mean()
-    return total, {"ce": float(ce_loss), "conf": float(conf_loss), "acc1": float(first)}
+    parts = {"ce": ce_loss.item(), "conf": conf_loss.item(), "acc1": first.item()}
+    return total, parts
