@@ -195,6 +195,7 @@ class _BlockRows:
 
     def __init__(self, head: DSparkHead, states: torch.Tensor, calibrated: bool) -> None:
         self.head, self.states = head, states  # [g, H]
+        self.base = head.base_logits(states)  # [g, Vd], once per block
         self.temps = head.conf_temperature if calibrated else torch.ones_like(head.conf_temperature)
 
     def logits(self, prev: list[int], row: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -202,7 +203,7 @@ class _BlockRows:
         row ``row`` after previous target tokens ``prev``."""
         h = self.states[row].expand(len(prev), -1)
         bias, m = self.head.markov(torch.tensor(prev), h)
-        logits = self.head.base_logits(h) + bias
+        logits = self.base[row] + bias
         conf = torch.sigmoid(self.head.confidence_logit(h, m) / self.temps[row])
         return logits, conf
 

@@ -94,6 +94,25 @@ def target_features(target: HFTarget, seq: list[int], layers: tuple[int, ...]) -
     return features(res, layers).to("cpu", torch.float16).clone()
 
 
+def cached_features(
+    target: HFTarget, seq: list[int], layers: tuple[int, ...], key: str, folder: Path | None
+) -> torch.Tensor:
+    """:func:`target_features`, stored once per (layers, sequence key) under ``folder``."""
+    if folder is None:
+        return target_features(target, seq, layers)
+    file = folder / ("layers_" + "_".join(map(str, layers or ("final",)))) / f"{key}.pt"
+    if file.exists():
+        feats = torch.load(file, weights_only=True)
+        if len(feats) == len(seq):
+            return feats
+    feats = target_features(target, seq, layers)
+    file.parent.mkdir(parents=True, exist_ok=True)
+    tmp = file.with_suffix(".tmp")
+    torch.save(feats, tmp)
+    tmp.rename(file)
+    return feats
+
+
 def build_head(cfg: DictConfig, target: HFTarget, draft_ids: torch.Tensor, feat_size: int):
     """A fresh head whose LM head (and embedding) start from the target's."""
     lm = target.head.weight.detach().float().cpu()
@@ -152,14 +171,19 @@ def step_loss(
                        conf_weight=cfg.head.conf_weight)  # fmt: skip
 
 
-def make_samples(target: HFTarget, data: dict, layers, draft_ids, rows: list[int]) -> list:
+def make_samples(
+    cfg: DictConfig, target: HFTarget, data: dict, layers, draft_ids, rows: list[int]
+) -> list[Sample]:
+    from tqdm import tqdm
+
+    folder = Path(cfg.data.features).expanduser() if cfg.data.features else None
     out = []
-    for i in rows:
+    for i in tqdm(rows, desc="features", unit="seq"):
         seq = data["sequences"][i]
         labels = draft_labels(torch.tensor(seq), draft_ids, target.vocab_size)
         labels[: data["prompt_lens"][i]] = -100  # learn the target's answers, not the prompts
-        out.append(Sample(target_features(target, seq, layers), torch.tensor(seq), labels,
-                          data["prompt_lens"][i]))  # fmt: skip
+        feats = cached_features(target, seq, layers, data["keys"][i], folder)
+        out.append(Sample(feats, torch.tensor(seq), labels, data["prompt_lens"][i]))
     return out
 
 
@@ -236,8 +260,8 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     layers = feature_layers(cfg, target)
     draft_ids = frequent_tokens([data["sequences"][i] for i in train_rows], cfg.head.draft_vocab,
                                 target.vocab_size)  # fmt: skip
-    samples = make_samples(target, data, layers, draft_ids, train_rows)
-    held = make_samples(target, data, layers, draft_ids, held_rows[: cfg.train.eval_sequences])
+    samples = make_samples(cfg, target, data, layers, draft_ids, train_rows)
+    held = make_samples(cfg, target, data, layers, draft_ids, held_rows[: cfg.train.eval_sequences])
     head, config = build_head(cfg, target, draft_ids, samples[0].feats.shape[-1])
     params = [p for p in head.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=cfg.train.lr, weight_decay=cfg.train.weight_decay)

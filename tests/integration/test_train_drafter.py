@@ -51,6 +51,7 @@ def test_training_lowers_the_loss_and_the_head_drafts(tmp_path, kind, tiny_targe
     assert sum(curve[-3:]) / 3 < sum(curve[:3]) / 3
     folder = tmp_path / "drafters" / "tiny"
     assert len(read_cache(folder / "distill.jsonl")) == 7
+    assert len(list((folder / "features").rglob("*.pt"))) == 7  # reused by later runs
     rows = (folder / f"{kind}.losses.csv").read_text().splitlines()
     assert len(rows) == 41 and rows[0].startswith("step,time_s,loss")
     assert (folder / f"{kind}.loss.png").stat().st_size > 0
