@@ -102,6 +102,7 @@ class DSparkDrafter:
     def reset(self, prompt_ids: list[int], prompt_topk: torch.Tensor | None) -> None:
         self._ctx: KV | None = None  # per layer context keys/values of committed positions
         self._past = 0  # committed positions in the context (all tokens but the root)
+        self._last: torch.Tensor | None = None  # context vector of the last one [H]
         self._pending: torch.Tensor | None = None
         self.rng = torch.Generator().manual_seed(self.seed)
 
@@ -120,8 +121,9 @@ class DSparkDrafter:
             return Draft.empty()
         head = self.head
         assert head is not None
-        rows = _BlockRows(head, head.draft_block(ctx.root, self._ctx, self._past, depth),
-                          self.calibrated)  # fmt: skip
+        assert self._last is not None
+        states = head.draft_block(ctx.root, self._last, self._ctx, self._past, depth)
+        rows = _BlockRows(head, states, self.calibrated)
         if self.temperature > 0:
             return self._sampled_tree(rows, ctx.root, depth, budget)
         tokens, parents, local = grow_scored_tree(
@@ -137,7 +139,8 @@ class DSparkDrafter:
         head = self.head
         assert head is not None
         pos = torch.arange(self._past, self._past + len(feats))
-        kv = head.context_kv(feats.to(head.fc.weight.dtype), pos)
+        c, kv = head.context(feats.to(head.fc.weight.dtype), pos)
+        self._last = c[-1]
         if self._ctx is not None:
             kv = [(torch.cat([k0, k]), torch.cat([v0, v]))
                   for (k0, v0), (k, v) in zip(self._ctx, kv, strict=True)]  # fmt: skip

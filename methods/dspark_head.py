@@ -110,14 +110,16 @@ class DSparkHead(nn.Module):
     def block_size(self) -> int:
         return int(self.cfg["block_size"])
 
-    def context_kv(self, feats: torch.Tensor, pos: torch.Tensor) -> KV:
-        """Per-layer context keys/values of target features FloatTensor[T, F] at positions [T]."""
+    def context(self, feats: torch.Tensor, pos: torch.Tensor) -> tuple[torch.Tensor, KV]:
+        """Context vectors FloatTensor[T, H] of target features FloatTensor[T, F] at positions
+        [T], and their per-layer keys/values."""
         c = self.ctx_norm(self.fc(feats))
-        return [layer.self_attn.project_kv(c, pos) for layer in self.layers]
+        return c, [layer.self_attn.project_kv(c, pos) for layer in self.layers]
 
-    def block_inputs(self, roots: torch.Tensor, size: int) -> torch.Tensor:
-        """FloatTensor[A, size, H]: root embedding + offset 0, then the mask rows."""
-        x = self.offset_embed[:size].expand(len(roots), -1, -1).clone()
+    def block_inputs(self, roots: torch.Tensor, last: torch.Tensor, size: int) -> torch.Tensor:
+        """FloatTensor[A, size, H]: every row = offset embedding + the last context vector
+        ``last`` FloatTensor[A, H] (the state before the root); row 0 adds the root's embedding."""
+        x = self.offset_embed[:size][None] + last[:, None]
         x[:, 0] += self.embed_tokens(roots)
         return x
 
@@ -129,9 +131,12 @@ class DSparkHead(nn.Module):
             x = layer(x, pos, kv, mask)
         return self.norm(x)
 
-    def draft_block(self, root: int, ctx: KV, past: int, size: int) -> torch.Tensor:
-        """States FloatTensor[size, H] of one block after ``past`` context positions."""
-        x = self.block_inputs(torch.tensor([root]), size)[0]
+    def draft_block(
+        self, root: int, last: torch.Tensor, ctx: KV, past: int, size: int
+    ) -> torch.Tensor:
+        """States FloatTensor[size, H] of one block after ``past`` context positions, the last
+        of which has context vector ``last`` FloatTensor[H]."""
+        x = self.block_inputs(torch.tensor([root]), last[None], size)[0]
         pos = torch.arange(past, past + size)
         mask = torch.ones(size, past + size, dtype=torch.bool)
         return self.hidden(x, pos, ctx, mask)
@@ -188,10 +193,10 @@ def block_outputs(
     """
     n, g, a = len(ids), head.block_size, len(anchors)
     hsize = head.cfg["hidden_size"]
-    ctx = head.context_kv(feats, torch.arange(n))
+    c, ctx = head.context(feats, torch.arange(n))
     offs = torch.arange(g)
     pos = (anchors[:, None] + offs[None]).flatten()
-    x = head.block_inputs(ids[anchors], g).reshape(a * g, hsize)
+    x = head.block_inputs(ids[anchors], c[anchors - 1], g).reshape(a * g, hsize)
     block = torch.arange(a).repeat_interleave(g)
     ctx_mask = torch.arange(n)[None] < anchors.repeat_interleave(g)[:, None]
     mask = torch.cat([ctx_mask, block[:, None] == block[None]], dim=1)

@@ -20,6 +20,7 @@ import importlib
 import inspect
 import io
 import random
+import re
 from collections.abc import Callable
 from contextlib import redirect_stdout
 from dataclasses import dataclass
@@ -129,7 +130,7 @@ def stdlib_functions(modules: tuple[str, ...] = STDLIB_MODULES) -> list[tuple[st
             if not doc or getattr(obj, "__module__", "") != module.__name__:
                 continue
             try:
-                signature = f"def {name}{inspect.signature(obj)}:"
+                signature = f"def {name}{stable_repr(str(inspect.signature(obj)))}:"
             except (TypeError, ValueError):
                 continue
             first = doc.split("\n\n")[0].strip()
@@ -137,6 +138,14 @@ def stdlib_functions(modules: tuple[str, ...] = STDLIB_MODULES) -> list[tuple[st
                 seen.add((signature, first))
                 found.append((name, signature, first))
     return found
+
+
+def stable_repr(signature: str) -> str:
+    """A signature without memory addresses (default values like ``<function f at 0x..>``),
+    so prompts -- and the cache keys made from them -- are the same in every process."""
+    signature = re.sub(r"<function <lambda> at 0x[0-9a-f]+>", "...", signature)
+    signature = re.sub(r"<function ([\w.]+) at 0x[0-9a-f]+>", r"\1", signature)
+    return re.sub(r"<[^<>]* at 0x[0-9a-f]+>", "...", signature)
 
 
 def _user(text: str, source: str) -> DistillPrompt:

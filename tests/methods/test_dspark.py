@@ -62,18 +62,18 @@ def test_acceptance_scores_give_the_argmax_the_confidence() -> None:
 def test_block_drafting_shapes_and_incremental_context() -> None:
     head = tiny_head()
     feats = torch.randn(9, F)
-    whole = head.context_kv(feats, torch.arange(9))
+    last, whole = head.context(feats, torch.arange(9))
     parts = [
-        head.context_kv(feats[:4], torch.arange(4)),
-        head.context_kv(feats[4:], torch.arange(4, 9)),
+        head.context(feats[:4], torch.arange(4))[1],
+        head.context(feats[4:], torch.arange(4, 9))[1],
     ]
     joined = [
         (torch.cat([a[0], b[0]]), torch.cat([a[1], b[1]])) for a, b in zip(*parts, strict=True)
     ]
-    h = head.draft_block(7, whole, 9, G)
+    h = head.draft_block(7, last[-1], whole, 9, G)
     assert h.shape == (G, H) and head.base_logits(h).shape == (G, len(DRAFT_IDS))
-    assert torch.allclose(h, head.draft_block(7, joined, 9, G), atol=1e-5)
-    assert head.draft_block(7, whole, 9, 2).shape == (2, H)
+    assert torch.allclose(h, head.draft_block(7, last[-1], joined, 9, G), atol=1e-5)
+    assert head.draft_block(7, last[-1], whole, 9, 2).shape == (2, H)
 
 
 def test_training_blocks_match_inference_blocks_and_never_see_the_future() -> None:
@@ -87,8 +87,8 @@ def test_training_blocks_match_inference_blocks_and_never_see_the_future() -> No
     assert out["logits"].shape == (3, G, len(DRAFT_IDS)) and out["conf_logit"].shape == (3, G)
     assert out["inside"][2].tolist() == [True, False, False, False, False]  # 10 + 1 < 12 only
     for a, t in enumerate(anchors.tolist()):
-        ctx = head.context_kv(feats[:t], torch.arange(t))
-        h = head.draft_block(int(ids[t]), ctx, t, G)
+        c, ctx = head.context(feats[:t], torch.arange(t))
+        h = head.draft_block(int(ids[t]), c[-1], ctx, t, G)
         prev = torch.cat([ids[t : t + G], ids.new_zeros(G)])[:G].clamp_max(V - 1)
         bias, _ = head.markov(prev, h)
         inside = out["inside"][a]

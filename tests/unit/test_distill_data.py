@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -20,6 +21,13 @@ def test_sources_are_deterministic_and_limited() -> None:
     assert len(SOURCES["code"]()) > 500 and len(set(math_prompts())) == len(math_prompts())
     with pytest.raises(ConfigError, match=r"data\.sources\.wiki"):
         distill_prompts({"wiki": 1})
+
+
+def test_prompts_hold_no_memory_addresses() -> None:
+    """Default values such as <function f at 0x...> would change the cache keys per process."""
+    texts = [t for p in distill_prompts({"code": None, "mbpp": None}) for _, t in p.messages]
+    assert not [t for t in texts if re.search(r" at 0x[0-9a-f]+", t)]
+    assert "charjunk=IS_CHARACTER_JUNK" in "".join(texts)
 
 
 def test_math_prompts_use_the_gsm8k_chat_format() -> None:
