@@ -24,7 +24,12 @@ Scaled down for a CPU (and our own design where the paper gives no detail):
 
 * the backbone is 1-2 small layers on the target's fused low/mid/high features (EAGLE-3's
   ``fc``) instead of a multi-layer DFlash model; block size 6 instead of 16; Markov rank 128
-  (paper ~256) over a draft vocabulary of the most frequent distillation tokens;
+  (paper ~256) over a draft vocabulary of the most frequent distillation tokens; every block
+  row also reads the context vector of the last committed position (an EAGLE-like shortcut
+  that makes the first position easy to learn from little data);
+* the confidence head trains beside the drafter on detached states (BCE on the teacher-forced
+  argmax matching the target's token); the temperatures are fitted once, after training,
+  on held-out sequences (grid 0.1..10 per position);
 * instead of the hardware-aware prefix scheduler the drafter builds a small **tree**: an
   EAGLE-2-style best-first expansion in which every node's children come from the same block
   row ``U_k`` plus the Markov bias of that node's token (cheap: no backbone call per node), and
