@@ -61,6 +61,13 @@ def test_training_lowers_the_loss_and_the_head_drafts(tmp_path, kind, tiny_targe
     prompt = list(TINY_PROMPTS[0])
     result = run_generate(tiny_target, drafter, prompt, max_new_tokens=24)
     assert result.tokens == ar_tokens(tiny_target, prompt, max_new_tokens=24)
+    if kind == "dspark":  # confidence temperatures fitted on the held-out sequences, saved
+        cal = summary["calibration"]
+        assert cal["calibrated"] and cal["blocks"] > 0 and len(cal["temperatures"]) == 6
+        assert cal["ece_survival_after"][0] <= cal["ece_survival_before"][0] + 1e-9
+        saved = drafter.head.conf_temperature.tolist()
+        assert saved == pytest.approx(cal["temperatures"])
+        assert result.steps[0].meta["predicted_accepted"] >= 0
     resumed = train(tmp_path, kind, steps=50)  # continues from the saved state
     assert resumed["steps"] == 50 and resumed["resumed_from"] == 40
     assert resumed["train_s"] > summary["train_s"]  # the time cap counts both runs
