@@ -83,20 +83,22 @@ def rope(x: torch.Tensor, positions: torch.Tensor, theta: float) -> torch.Tensor
 
 
 class Eagle3Attention(nn.Module):
-    """Self-attention whose queries/keys/values read ``[emb; hidden]`` (2H wide)."""
+    """Self-attention whose queries/keys/values read ``[emb; hidden]`` (2H wide; EAGLE-3) or
+    inputs of ``cfg["attn_in_size"]`` features (DSpark's block layers read H)."""
 
     def __init__(self, cfg: dict[str, Any]) -> None:
         super().__init__()
         h, d = cfg["hidden_size"], cfg["head_dim"]
         self.heads, self.kv_heads, self.head_dim = cfg["num_heads"], cfg["num_kv_heads"], d
         self.theta = float(cfg["rope_theta"])
-        self.q_proj = nn.Linear(2 * h, self.heads * d, bias=False)
-        self.k_proj = nn.Linear(2 * h, self.kv_heads * d, bias=False)
-        self.v_proj = nn.Linear(2 * h, self.kv_heads * d, bias=False)
+        width = int(cfg.get("attn_in_size") or 2 * h)
+        self.q_proj = nn.Linear(width, self.heads * d, bias=False)
+        self.k_proj = nn.Linear(width, self.kv_heads * d, bias=False)
+        self.v_proj = nn.Linear(width, self.kv_heads * d, bias=False)
         self.o_proj = nn.Linear(self.heads * d, h, bias=False)
 
     def project_kv(self, x: torch.Tensor, pos: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Keys and values FloatTensor[T, kv_heads, D] of inputs FloatTensor[T, 2H]."""
+        """Keys and values FloatTensor[T, kv_heads, D] of inputs FloatTensor[T, in]."""
         k = self.k_proj(x).view(len(x), self.kv_heads, self.head_dim)
         v = self.v_proj(x).view(len(x), self.kv_heads, self.head_dim)
         return rope(k, pos, self.theta), v
@@ -105,7 +107,7 @@ class Eagle3Attention(nn.Module):
         self, x: torch.Tensor, pos: torch.Tensor, keys: torch.Tensor, values: torch.Tensor,
         mask: torch.Tensor,
     ) -> torch.Tensor:  # fmt: skip
-        """Queries from x FloatTensor[T, 2H] over keys/values [S, kv, D]; mask BoolTensor[T, S]."""
+        """Queries from x FloatTensor[T, in] over keys/values [S, kv, D]; mask BoolTensor[T, S]."""
         q = rope(self.q_proj(x).view(len(x), self.heads, self.head_dim), pos, self.theta)
         rep = self.heads // self.kv_heads
         k = keys.repeat_interleave(rep, dim=1).transpose(0, 1)  # [heads, S, D]
@@ -200,23 +202,38 @@ Expand = Callable[[list[int], int, list[int], list[int]], torch.Tensor]
 def grow_tree(
     root_logp: torch.Tensor, expand: Expand, depth: int, topk: int, budget: int
 ) -> tuple[list[int], list[int]]:
-    """EAGLE-2-style dynamic tree over a draft vocabulary.
+    """EAGLE-2-style dynamic tree over a draft vocabulary (see :func:`grow_scored_tree`).
+
+    Returns:
+        (draft-vocabulary tokens, parents) of the kept nodes, topological.
+    """
+    tokens, parents, _ = grow_scored_tree(root_logp, expand, depth, topk, budget)
+    return tokens, parents
+
+
+def grow_scored_tree(
+    root_logp: torch.Tensor, expand: Expand, depth: int, topk: int, budget: int
+) -> tuple[list[int], list[int], list[float]]:
+    """EAGLE-2-style dynamic tree: expand the ``topk`` best nodes per depth, keep ``budget``.
 
     Args:
-        root_logp: FloatTensor[Vd] log-probabilities of the depth-1 token.
-        expand: ``expand(frontier, d, tokens, parents)`` -> FloatTensor[F, Vd] log-probabilities
-            of the children (depth ``d``) of the frontier nodes; ``tokens``/``parents`` describe
+        root_logp: FloatTensor[Vd] log-scores of the depth-1 tokens (log-probabilities for
+            EAGLE/Medusa, log predicted acceptance for DSpark).
+        expand: ``expand(frontier, d, tokens, parents)`` -> FloatTensor[F, Vd] log-scores of the
+            children (depth ``d``) of the frontier nodes; ``tokens``/``parents`` describe
             every node so far.
         depth: maximum node depth; topk: children per frontier node and frontier width;
         budget: nodes kept.
 
     Returns:
-        (draft-vocabulary tokens, parents) of the kept nodes, topological.
+        (draft-vocabulary tokens, parents, each node's own log-score) of the kept nodes, in
+        topological order; a node's path score is the sum of its ancestors' and its own.
     """
     if depth < 1 or budget < 1:
-        return [], []
+        return [], [], []
     lp, ix = root_logp.topk(min(topk, root_logp.numel()))
     tokens, parents, scores = ix.tolist(), [-1] * len(ix), lp.tolist()
+    local = list(scores)
     frontier = list(range(len(tokens)))
     for d in range(2, depth + 1):
         logp = expand(frontier, d, tokens, parents)
@@ -227,24 +244,36 @@ def grow_tree(
             tokens += ix[row].tolist()
             parents += [node] * ix.shape[1]
         scores += cand.flatten().tolist()
+        local += lp.flatten().tolist()
         best = cand.flatten().topk(min(topk, cand.numel())).indices
         frontier = [first + int(b) for b in best]
-    return _best_nodes(tokens, parents, scores, budget)
+    order = _kept_nodes(parents, scores, budget)
+    index = {old: new for new, old in enumerate(order)}
+    return (
+        [tokens[i] for i in order],
+        [index[parents[i]] if parents[i] >= 0 else -1 for i in order],
+        [local[i] for i in order],
+    )
 
 
 def _best_nodes(
     tokens: list[int], parents: list[int], scores: list[float], budget: int
 ) -> tuple[list[int], list[int]]:
     """The ``budget`` best-scoring nodes whose ancestors are all kept, re-indexed."""
+    order = _kept_nodes(parents, scores, budget)
+    index = {old: new for new, old in enumerate(order)}
+    return [tokens[i] for i in order], [index[parents[i]] if parents[i] >= 0 else -1 for i in order]
+
+
+def _kept_nodes(parents: list[int], scores: list[float], budget: int) -> list[int]:
+    """Indices (ascending) of the ``budget`` best-scoring nodes whose ancestors are all kept."""
     kept: set[int] = set()
-    for i in sorted(range(len(tokens)), key=lambda i: (-scores[i], i)):
+    for i in sorted(range(len(parents)), key=lambda i: (-scores[i], i)):
         if len(kept) >= budget:
             break
         if parents[i] < 0 or parents[i] in kept:
             kept.add(i)
-    order = sorted(kept)
-    index = {old: new for new, old in enumerate(order)}
-    return [tokens[i] for i in order], [index[parents[i]] if parents[i] >= 0 else -1 for i in order]
+    return sorted(kept)
 
 
 def tree_draft(tokens: list[int], parents: list[int], draft_ids: torch.Tensor) -> Draft:

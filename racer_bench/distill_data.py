@@ -1,114 +1,67 @@
-"""Self-distillation data for model-based drafters: prompts disjoint from every evaluation set.
+"""Self-distillation data for model-based drafters: the target's own greedy answers.
 
-Prompt source (documented in docs/model_drafters.md):
-
-* code -- one prompt per public function of a fixed list of Python standard-library modules:
-  its signature with the first paragraph of its docstring, wrapped in the same instruction as
-  the HumanEval chat prompt. HumanEval problems are hand-written puzzles, not stdlib functions,
-  so no evaluation prompt is reused.
-* chat -- short instructions written for this purpose (none taken from Spec-Bench, MT-Bench,
-  GSM8K, MATH or MGSM).
-
-The target's own greedy continuations of these prompts form the token dataset (prompt +
-continuation per sequence); it is built once and saved with :func:`save_dataset`.
+Prompts come from :mod:`racer_bench.distill_prompts` (disjoint from every evaluation set). The
+target's greedy continuations are generated in batches and appended, one JSON line per prompt,
+to a cache file (``data.cache``) right after each batch: an interrupted build loses at most one
+batch, a rerun generates only the prompts the cache lacks, and every head trained later reuses
+the same lines. A line is keyed by the model name, the continuation length and the rendered
+prompt ids, so changing any of them never reuses a stale continuation.
 """
 
 from __future__ import annotations
 
-import importlib
-import inspect
+import hashlib
+import json
+import math
+import os
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from racer_bench.tasks.humaneval import INSTRUCTION
-
-STDLIB_MODULES = (
-    "bisect", "calendar", "colorsys", "csv", "difflib", "fnmatch", "fractions", "functools",
-    "glob", "gzip", "heapq", "html", "ipaddress", "itertools", "json", "keyword", "linecache",
-    "mimetypes", "ntpath", "operator", "os.path", "pathlib", "posixpath", "pprint", "quopri",
-    "random", "re", "shlex", "shutil", "statistics", "string", "tarfile", "textwrap", "tokenize",
-    "urllib.parse", "uu", "uuid", "zipfile", "base64", "binascii", "copy", "dataclasses", "enum",
-)  # fmt: skip
-
-CHAT_PROMPTS = (
-    "Explain in a few sentences why the sky looks blue during the day.",
-    "Give me three tips for keeping a small vegetable garden healthy.",
-    "Write a short, friendly email inviting a colleague to a team lunch on Friday.",
-    "Summarize the main differences between a list and a tuple in Python.",
-    "What are the pros and cons of working from home? Answer with a short list.",
-    "Describe how a bicycle gear system works to a ten-year-old.",
-    "Suggest a weekend itinerary for a first visit to a mountain town.",
-    "Write a haiku about autumn leaves falling in a quiet park.",
-    "How do I politely decline an invitation to a party?",
-    "Explain what a hash table is and when it is useful.",
-    "List five healthy breakfast ideas that take less than ten minutes.",
-    "What should I pack for a three-day hiking trip?",
-    "Explain the difference between weather and climate.",
-    "Write a short story opening about a lighthouse keeper who finds a message in a bottle.",
-    "Give a step-by-step guide to brewing a good cup of tea.",
-    "What is recursion? Give a simple example in Python.",
-    "How can I improve my focus when studying for exams?",
-    "Explain how compound interest works with a small numeric example.",
-    "Write a product description for a reusable water bottle.",
-    "What are good habits for writing readable code?",
-    "Describe the water cycle in four steps.",
-    "Compare trains and planes for a 500 km trip.",
-    "Write a thank-you note to a neighbour who watered my plants.",
-    "Explain what an API is using a restaurant analogy.",
-    "Give me a simple plan to start running three times a week.",
-    "What is the difference between a virus and a bacterium?",
-    "Explain how to sort a list of dictionaries by a key in Python.",
-    "Write a limerick about a cat who loves boxes.",
-    "Describe three ways to reduce household energy use.",
-    "Explain what version control is and why teams use it.",
-    "How do I make a simple tomato pasta sauce?",
-    "Write a short motivational message for someone starting a new job.",
-)  # fmt: skip
+from racer_bench.distill_prompts import DistillPrompt
 
 
-def stdlib_functions(modules: tuple[str, ...] = STDLIB_MODULES) -> list[tuple[str, str]]:
-    """(signature line, first docstring paragraph) of every documented public function."""
-    found: list[tuple[str, str]] = []
-    for module_name in modules:
-        try:
-            module = importlib.import_module(module_name)
-        except ImportError:
-            continue
-        for name, obj in sorted(vars(module).items()):
-            if name.startswith("_") or not inspect.isfunction(obj):
-                continue
-            doc = inspect.getdoc(obj)
-            if not doc or getattr(obj, "__module__", "") != module.__name__:
-                continue
-            try:
-                signature = f"def {name}{inspect.signature(obj)}:"
-            except (TypeError, ValueError):
-                continue
-            found.append((signature, doc.split("\n\n")[0].strip()))
-    return found
-
-
-def code_prompt(signature: str, doc: str) -> str:
-    """A HumanEval-style instruction for one stdlib function."""
-    body = f'{signature}\n    """{doc}"""\n'
-    return INSTRUCTION.format(prompt=body)
-
-
-def prompt_texts(n_code: int | None = None, n_chat: int | None = None) -> list[str]:
-    """The self-distillation prompts: code first, then chat (deterministic order)."""
-    code = [code_prompt(s, d) for s, d in stdlib_functions()][:n_code]
-    return code + list(CHAT_PROMPTS[:n_chat])
-
-
-def render(tokenizer: Any, text: str) -> list[int]:
-    """Token ids of a single-turn user message, chat template when the model has one."""
+def render(tokenizer: Any, prompt: DistillPrompt) -> list[int]:
+    """Token ids of a prompt's messages: the chat template, or plain lines without one."""
+    messages = [{"role": role, "content": text} for role, text in prompt.messages]
     if not getattr(tokenizer, "chat_template", None):
+        text = "\n\n".join(m["content"] for m in messages) + "\n"
         return tokenizer.encode(text, add_special_tokens=True)
-    messages = [{"role": "user", "content": text}]
     chat = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
     return tokenizer.encode(chat, add_special_tokens=False)
+
+
+def cache_key(model: str, max_new_tokens: int, prompt_ids: list[int]) -> str:
+    """Identity of one continuation in the cache."""
+    raw = json.dumps([model, max_new_tokens, prompt_ids]).encode()
+    return hashlib.sha1(raw).hexdigest()
+
+
+def read_cache(path: Path) -> dict[str, dict[str, Any]]:
+    """key -> record of every complete line (a torn last line is ignored)."""
+    records: dict[str, dict[str, Any]] = {}
+    if not path.exists():
+        return records
+    with path.open(encoding="utf-8") as f:
+        for line in f:
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            records[row["key"]] = row
+    return records
+
+
+def append_cache(path: Path, rows: list[dict[str, Any]]) -> None:
+    """Append complete lines and flush them to disk."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a", encoding="utf-8") as f:
+        if f.tell() > 0:
+            f.write("\n")  # ends a torn line (if any) so the new rows parse
+        f.write("\n".join(json.dumps(r) for r in rows) + "\n")
+        f.flush()
+        os.fsync(f.fileno())
 
 
 @torch.inference_mode()
@@ -140,37 +93,44 @@ def _cut_at_eos(row: list[int], eos_ids: set[int]) -> list[int]:
 
 
 def build_dataset(
-    target: Any, texts: list[str], max_new_tokens: int, batch_size: int, progress: bool = True
-) -> dict[str, Any]:
-    """Render every prompt, generate greedily with the target, and return the token dataset."""
+    target: Any, prompts: list[DistillPrompt], max_new_tokens: int, batch_size: int,
+    cache: Path, progress: bool = True,
+) -> dict[str, Any]:  # fmt: skip
+    """Generate what the cache lacks (appending after every batch), then assemble the dataset.
+
+    Returns ``sequences`` (prompt + continuation ids), ``prompt_lens``, ``sources``, ``keys``
+    in prompt order, plus ``generated`` (continuations made by this call).
+    """
     from tqdm import tqdm
 
-    prompts = [render(target.tokenizer, t) for t in texts]
-    order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))  # less padding
-    sequences: list[list[int]] = [[] for _ in prompts]
-    batches = [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
+    ids = [render(target.tokenizer, p) for p in prompts]
+    keys = [cache_key(target.name, max_new_tokens, x) for x in ids]
+    done = read_cache(cache)
+    todo = sorted({k: i for i, k in enumerate(keys) if k not in done}.values(),
+                  key=lambda i: len(ids[i]))  # fmt: skip  # similar lengths: less padding
+    batches = [todo[i : i + batch_size] for i in range(0, len(todo), batch_size)]
     for batch in tqdm(batches, desc="distill", unit="batch", disable=not progress):
         outs = greedy_continuations(
-            target.model, [prompts[i] for i in batch], max_new_tokens, target.eos_ids
+            target.model, [ids[i] for i in batch], max_new_tokens, target.eos_ids
         )
-        for i, new in zip(batch, outs, strict=True):
-            sequences[i] = prompts[i] + new
+        rows = [{"key": keys[i], "source": prompts[i].source, "prompt_ids": ids[i],
+                 "new_ids": new} for i, new in zip(batch, outs, strict=True)]  # fmt: skip
+        append_cache(cache, rows)
+        done.update((r["key"], r) for r in rows)
     return {
-        "sequences": sequences,
-        "prompt_lens": [len(p) for p in prompts],
+        "sequences": [ids[i] + done[k]["new_ids"] for i, k in enumerate(keys)],
+        "prompt_lens": [len(x) for x in ids],
+        "sources": [p.source for p in prompts],
+        "keys": keys,
+        "generated": len(todo),
         "model": target.name,
         "max_new_tokens": max_new_tokens,
     }
 
 
-def save_dataset(data: dict[str, Any], path: Path) -> None:
-    """Write atomically, so an interrupted build is never mistaken for a finished one."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    torch.save(data, tmp)
-    tmp.rename(path)
-
-
-def load_dataset(path: Path) -> dict[str, Any]:
-    """A dataset written by :func:`save_dataset`."""
-    return torch.load(path, weights_only=False)
+def holdout_mask(keys: list[str], fraction: float) -> list[bool]:
+    """True for the ``ceil(fraction * n)`` sequences whose keys hash lowest (deterministic)."""
+    count = math.ceil(fraction * len(keys)) if fraction > 0 else 0
+    ranked = sorted(range(len(keys)), key=lambda i: hashlib.sha1(keys[i].encode()).hexdigest())
+    held = set(ranked[:count])
+    return [i in held for i in range(len(keys))]

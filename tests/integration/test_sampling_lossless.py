@@ -25,11 +25,13 @@ from collections import Counter
 import pytest
 import torch
 
+from methods.dspark import DSparkDrafter
+from methods.dspark_head import dspark_loss
 from methods.pld import PLDDrafter
 from racer_bench.engine.drafter import DrafterNeeds, NullDrafter, OracleDrafter
 from racer_bench.engine.sampling import SamplingVerifier
 from racer_bench.engine.structs import Draft, DraftContext, Feedback
-from racer_bench.engine.target import HFTarget
+from racer_bench.engine.target import HFTarget, features
 from racer_bench.engine.tree import prune
 from tests.conftest import TINY_PROMPTS, ar_tokens, run_generate
 
@@ -145,6 +147,35 @@ class PeekDrafter:
         pass
 
 
+def fitted_dspark(target: HFTarget, prompt: list[int]) -> DSparkDrafter:
+    """A DSpark drafter (sampled tree: 2 i.i.d. chains with q rows) whose head was fitted to the
+    target's samples after ``prompt``, so that its q overlaps p and drafts get accepted (a
+    random head's q almost never does on the tiny model)."""
+    drafter = DSparkDrafter(target.vocab_size, temperature=1.0, topk=2, total_tokens=6)
+    verifier = SamplingVerifier(temperature=TEMPERATURE)
+    seqs = [prompt + ar_tokens(target, prompt, max_new_tokens=DEPTH, verifier=verifier,
+                               seed=10_000 + s) for s in range(24)]  # fmt: skip
+    layers = drafter.needs.hidden_layers
+    feats = []
+    with torch.no_grad():
+        for seq in seqs:
+            out = target.body(input_ids=torch.tensor([seq]), output_hidden_states=True)
+            feats.append(features(out, layers).float())
+    head = drafter._random_head(feats[0].shape[-1]).train()
+    drafter.head = head
+    opt = torch.optim.Adam([p for p in head.parameters() if p.requires_grad], lr=1e-2)
+    roots = torch.tensor([len(prompt) - 1, len(prompt)])
+    for step in range(120):
+        i = step % len(seqs)
+        ids = torch.tensor(seqs[i])
+        loss, _ = dspark_loss(head, feats[i], ids, ids, roots)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    head.eval()
+    return drafter
+
+
 def make_drafter(name: str, target: HFTarget, prompt: list[int]) -> object:
     if name == "ar":
         return NullDrafter()
@@ -154,11 +185,13 @@ def make_drafter(name: str, target: HFTarget, prompt: list[int]) -> object:
         return PeekDrafter(target, depth=DEPTH)
     if name == "peek_q":
         return PeekDrafter(target, depth=2, q_temperature=1.5)
+    if name == "dspark_q":
+        return fitted_dspark(target, prompt)
     greedy = ar_tokens(target, prompt, max_new_tokens=DEPTH + 2)  # wrong siblings at every level
     return OracleDrafter(greedy, len(prompt), depth=DEPTH, width=2, vocab_size=target.vocab_size)
 
 
-@pytest.mark.parametrize("name", ["ar", "pld", "peek_q"])
+@pytest.mark.parametrize("name", ["ar", "pld", "peek_q", "dspark_q"])
 def test_first_tokens_match_ar_sampling(name, tiny_target, prompt, reference):
     """Chi-square goodness of fit of the first DEPTH tokens against exact AR sampling.
 

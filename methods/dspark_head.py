@@ -1,0 +1,240 @@
+"""DSpark's network: a parallel block backbone, a Markov head and a confidence head.
+
+Shapes: ``H`` the backbone width (the target's hidden size), ``F`` the fused target feature
+width, ``Vd`` the draft vocabulary, ``g`` the block size (positions drafted per pass), ``r``
+the Markov rank.
+
+* Backbone (DFlash-style block drafter): the committed context enters as keys/values of every
+  layer, projected from ``ctx_norm(fc(features))`` (the target's fused low/mid/high hidden
+  states, as EAGLE-3); a block of ``g`` rows -- row 0 the root token's embedding, rows ``1..``
+  learned per-offset "mask" embeddings -- attends to the whole context and bidirectionally to
+  itself. Row ``k`` predicts the token at depth ``k + 1`` (base logits ``U_k``).
+* Markov head: ``B_k(v) = gate_k * (W1 e[x_{k-1}]) . W2[v]`` with ``e`` the target's frozen
+  embedding of the previous token (the root for ``k = 0``), ``W1: H -> r``, ``W2: r -> Vd``
+  (zero-initialised, so an untrained head adds nothing) and ``gate_k = sigmoid(w . [h_k; m])``.
+* Confidence head: ``c_k = sigmoid(w . [h_k; m_k] / T_k)`` with ``m_k = W1 e[x_{k-1}]``; ``T_k``
+  (buffer ``conf_temperature``) comes from left-to-right calibration
+  (:func:`methods.calibration.sequential_temperatures`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from methods.heads import Eagle3Attention, RMSNorm
+
+KV = list[tuple[torch.Tensor, torch.Tensor]]  # per layer: keys, values [S, kv_heads, D]
+
+
+def dspark_config(
+    hidden_size: int, feature_size: int, vocab_size: int, block_size: int = 6,
+    num_layers: int = 2, num_heads: int = 8, num_kv_heads: int | None = None,
+    intermediate_size: int | None = None, markov_rank: int = 128, markov_gate: bool = True,
+    rope_theta: float = 10000.0, rms_eps: float = 1e-5, feature_layers: tuple[int, ...] = (),
+) -> dict[str, Any]:  # fmt: skip
+    """The head's config dict (saved inside checkpoints)."""
+    return {
+        "hidden_size": hidden_size,
+        "attn_in_size": hidden_size,
+        "feature_size": feature_size,
+        "vocab_size": vocab_size,
+        "block_size": block_size,
+        "num_layers": num_layers,
+        "num_heads": num_heads,
+        "num_kv_heads": num_kv_heads or num_heads,
+        "head_dim": hidden_size // num_heads,
+        "intermediate_size": intermediate_size or 4 * hidden_size,
+        "markov_rank": markov_rank,
+        "markov_gate": markov_gate,
+        "rope_theta": rope_theta,
+        "rms_eps": rms_eps,
+        "feature_layers": list(feature_layers),
+    }
+
+
+class DSparkLayer(nn.Module):
+    """Pre-norm transformer layer whose attention also reads the context keys/values."""
+
+    def __init__(self, cfg: dict[str, Any]) -> None:
+        super().__init__()
+        h, eps, inner = cfg["hidden_size"], cfg["rms_eps"], cfg["intermediate_size"]
+        self.input_layernorm = RMSNorm(h, eps)
+        self.self_attn = Eagle3Attention(cfg)
+        self.post_attention_layernorm = RMSNorm(h, eps)
+        self.gate_proj = nn.Linear(h, inner, bias=False)
+        self.up_proj = nn.Linear(h, inner, bias=False)
+        self.down_proj = nn.Linear(inner, h, bias=False)
+
+    def forward(
+        self, x: torch.Tensor, pos: torch.Tensor, ctx: tuple[torch.Tensor, torch.Tensor],
+        mask: torch.Tensor,
+    ) -> torch.Tensor:  # fmt: skip
+        """Block rows FloatTensor[M, H] at positions [M] over context keys/values [S, kv, D]
+        and themselves; mask BoolTensor[M, S + M]."""
+        xn = self.input_layernorm(x)
+        k, v = self.self_attn.project_kv(xn, pos)
+        keys, values = torch.cat([ctx[0], k]), torch.cat([ctx[1], v])
+        h = x + self.self_attn(xn, pos, keys, values, mask)
+        y = self.post_attention_layernorm(h)
+        return h + self.down_proj(F.silu(self.gate_proj(y)) * self.up_proj(y))
+
+
+class DSparkHead(nn.Module):
+    """Block backbone + Markov head + confidence head over a draft vocabulary."""
+
+    def __init__(self, cfg: dict[str, Any], draft_ids: torch.Tensor) -> None:
+        super().__init__()
+        self.cfg = dict(cfg)
+        h, r, g = cfg["hidden_size"], cfg["markov_rank"], cfg["block_size"]
+        self.embed_tokens = nn.Embedding(cfg["vocab_size"], h)
+        self.embed_tokens.weight.requires_grad_(False)
+        self.fc = nn.Linear(cfg["feature_size"], h, bias=False)
+        self.ctx_norm = RMSNorm(h, cfg["rms_eps"])
+        self.offset_embed = nn.Parameter(torch.randn(g, h) * 0.02)
+        self.layers = nn.ModuleList(DSparkLayer(cfg) for _ in range(cfg["num_layers"]))
+        self.norm = RMSNorm(h, cfg["rms_eps"])
+        self.lm_head = nn.Linear(h, len(draft_ids), bias=False)
+        self.markov_in = nn.Linear(h, r, bias=False)
+        self.markov_out = nn.Linear(r, len(draft_ids), bias=False)
+        nn.init.zeros_(self.markov_out.weight)
+        self.markov_gate = nn.Linear(h + r, 1) if cfg["markov_gate"] else None
+        self.confidence = nn.Linear(h + r, 1)
+        self.register_buffer("draft_ids", draft_ids.long().clone())
+        self.register_buffer("conf_temperature", torch.ones(g))
+
+    @property
+    def block_size(self) -> int:
+        return int(self.cfg["block_size"])
+
+    def context(self, feats: torch.Tensor, pos: torch.Tensor) -> tuple[torch.Tensor, KV]:
+        """Context vectors FloatTensor[T, H] of target features FloatTensor[T, F] at positions
+        [T], and their per-layer keys/values."""
+        c = self.ctx_norm(self.fc(feats))
+        return c, [layer.self_attn.project_kv(c, pos) for layer in self.layers]
+
+    def block_inputs(self, roots: torch.Tensor, last: torch.Tensor, size: int) -> torch.Tensor:
+        """FloatTensor[A, size, H]: every row = offset embedding + the last context vector
+        ``last`` FloatTensor[A, H] (the state before the root); row 0 adds the root's embedding."""
+        x = self.offset_embed[:size][None] + last[:, None]
+        x[:, 0] += self.embed_tokens(roots)
+        return x
+
+    def hidden(
+        self, x: torch.Tensor, pos: torch.Tensor, ctx: KV, mask: torch.Tensor
+    ) -> torch.Tensor:
+        """Normed block states FloatTensor[M, H] of block rows x FloatTensor[M, H]."""
+        for layer, kv in zip(self.layers, ctx, strict=True):
+            x = layer(x, pos, kv, mask)
+        return self.norm(x)
+
+    def draft_block(
+        self, root: int, last: torch.Tensor, ctx: KV, past: int, size: int
+    ) -> torch.Tensor:
+        """States FloatTensor[size, H] of one block after ``past`` context positions, the last
+        of which has context vector ``last`` FloatTensor[H]."""
+        x = self.block_inputs(torch.tensor([root]), last[None], size)[0]
+        pos = torch.arange(past, past + size)
+        mask = torch.ones(size, past + size, dtype=torch.bool)
+        return self.hidden(x, pos, ctx, mask)
+
+    def base_logits(self, h: torch.Tensor) -> torch.Tensor:
+        """Parallel logits U FloatTensor[..., Vd] of block states FloatTensor[..., H]."""
+        return self.lm_head(h)
+
+    def markov(self, prev: torch.Tensor, h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Bias FloatTensor[N, Vd] and low-rank code m FloatTensor[N, r] of previous target ids
+        LongTensor[N] at block states FloatTensor[N, H]."""
+        m = self.markov_in(self.embed_tokens(prev))
+        bias = self.markov_out(m)
+        if self.markov_gate is not None:
+            bias = torch.sigmoid(self.markov_gate(torch.cat([h, m], -1))) * bias
+        return bias, m
+
+    def confidence_logit(self, h: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
+        """Uncalibrated confidence logits FloatTensor[N] (acceptance of the argmax token)."""
+        return self.confidence(torch.cat([h, m], -1))[:, 0]
+
+
+def acceptance_scores(logits: torch.Tensor, conf: torch.Tensor) -> torch.Tensor:
+    """Predicted conditional acceptance of every candidate token, FloatTensor[N, Vd].
+
+    The argmax token gets the confidence ``conf`` (FloatTensor[N]); another token ``v`` gets
+    ``(1 - conf) * p(v) / (1 - p(argmax))``: the chance that the target rejects the argmax and
+    picks ``v``, with the drafter's distribution renormalised over the rest. Rows sum to 1.
+    """
+    p = logits.float().softmax(-1)
+    top = p.argmax(-1, keepdim=True)
+    p_top = p.gather(-1, top)
+    rest = p / (1.0 - p_top).clamp_min(1e-6) * (1.0 - conf.float())[:, None]
+    return rest.scatter(-1, top, conf.float()[:, None])
+
+
+def block_outputs(
+    head: DSparkHead, feats: torch.Tensor, ids: torch.Tensor, labels: torch.Tensor,
+    anchors: torch.Tensor,
+) -> dict[str, torch.Tensor]:  # fmt: skip
+    """Teacher-forced blocks at ``anchors`` of one sequence, for training and calibration.
+
+    Block ``a`` has root ``ids[t_a]``, context ``feats[:t_a]`` and labels ``labels[t_a + 1 ..
+    t_a + g]``; the Markov head sees the true previous tokens (the prefix a verifier accepted).
+
+    Args:
+        feats: FloatTensor[T, F]; ids: LongTensor[T] target ids; labels: LongTensor[T] draft
+            labels (-100 outside the draft vocabulary); anchors: LongTensor[A], 0 < t_a < T - 1.
+
+    Returns:
+        ``logits`` [A, g, Vd], ``labels`` [A, g] (-100: past the end or not draftable),
+        ``inside`` [A, g] (position inside the sequence), ``accepted`` [A, g] (argmax ==
+        label), ``conf_logit`` [A, g] (from detached states).
+    """
+    n, g, a = len(ids), head.block_size, len(anchors)
+    hsize = head.cfg["hidden_size"]
+    c, ctx = head.context(feats, torch.arange(n))
+    offs = torch.arange(g)
+    pos = (anchors[:, None] + offs[None]).flatten()
+    x = head.block_inputs(ids[anchors], c[anchors - 1], g).reshape(a * g, hsize)
+    block = torch.arange(a).repeat_interleave(g)
+    ctx_mask = torch.arange(n)[None] < anchors.repeat_interleave(g)[:, None]
+    mask = torch.cat([ctx_mask, block[:, None] == block[None]], dim=1)
+    h = head.hidden(x, pos, ctx, mask)  # [A*g, H]
+    tgt = anchors[:, None] + offs[None] + 1  # label positions [A, g]
+    inside = tgt < n
+    tgt = tgt.clamp_max(n - 1)
+    lab = labels[tgt].masked_fill(~inside, -100)
+    bias, m = head.markov(ids[tgt - 1].flatten(), h)
+    logits = (head.base_logits(h) + bias).view(a, g, -1)
+    accepted = (logits.argmax(-1) == lab) & (lab >= 0)
+    conf_logit = head.confidence_logit(h.detach(), m.detach()).view(a, g)
+    return {"logits": logits, "labels": lab, "inside": inside, "accepted": accepted,
+            "conf_logit": conf_logit}  # fmt: skip
+
+
+def dspark_loss(
+    head: DSparkHead, feats: torch.Tensor, ids: torch.Tensor, labels: torch.Tensor,
+    anchors: torch.Tensor, decay: float = 0.8, conf_weight: float = 0.5,
+) -> tuple[torch.Tensor, dict[str, float]]:  # fmt: skip
+    """Block cross-entropy (position ``k`` weighted ``decay**k``) + confidence BCE.
+
+    Returns the loss and its parts (``ce``, ``conf``, ``acc1``: teacher-forced acceptance of
+    the first position) for logging. Shapes as in :func:`block_outputs`.
+    """
+    out = block_outputs(head, feats, ids, labels, anchors)
+    logits, lab = out["logits"], out["labels"]
+    ce = F.cross_entropy(logits.flatten(0, 1), lab.flatten(), ignore_index=-100, reduction="none")
+    ce = ce.view(lab.shape)
+    valid = lab >= 0
+    weights = decay ** torch.arange(lab.shape[1], dtype=ce.dtype)
+    per_pos = (ce * valid).sum(0) / valid.sum(0).clamp_min(1)
+    ce_loss = (weights * per_pos).sum() / weights.sum()
+    inside = out["inside"]
+    conf_loss = F.binary_cross_entropy_with_logits(
+        out["conf_logit"][inside], out["accepted"][inside].float()
+    )
+    total = ce_loss + conf_weight * conf_loss
+    first = out["accepted"][:, 0][inside[:, 0]].float().mean()
+    parts = {"ce": ce_loss.item(), "conf": conf_loss.item(), "acc1": first.item()}
+    return total, parts

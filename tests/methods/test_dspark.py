@@ -1,0 +1,146 @@
+"""DSpark: Markov bias, acceptance scores, block drafting, training/inference agreement."""
+
+from __future__ import annotations
+
+import torch
+
+from methods.dspark import DSparkDrafter, _survival
+from methods.dspark_head import (
+    DSparkHead,
+    acceptance_scores,
+    block_outputs,
+    dspark_config,
+    dspark_loss,
+)
+from racer_bench.engine.sampling import SamplingVerifier
+from racer_bench.engine.structs import DraftContext
+from tests.conftest import TINY_PROMPTS, ar_tokens, run_generate
+
+H, F, V, G, R = 16, 48, 40, 5, 6
+DRAFT_IDS = torch.arange(0, V, 2)  # a 20-token draft vocabulary
+
+
+def tiny_head(gate: bool = True, seed: int = 0) -> DSparkHead:
+    torch.manual_seed(seed)
+    cfg = dspark_config(H, F, V, block_size=G, num_layers=2, num_heads=4, num_kv_heads=2,
+                        intermediate_size=32, markov_rank=R, markov_gate=gate)  # fmt: skip
+    head = DSparkHead(cfg, DRAFT_IDS)
+    for p in head.parameters():
+        torch.nn.init.normal_(p, std=0.3)
+    return head.eval()
+
+
+def test_markov_bias_shapes_and_dependence_on_the_previous_token() -> None:
+    head = tiny_head()
+    h = torch.randn(3, H)
+    bias, m = head.markov(torch.tensor([1, 2, 1]), h)
+    assert bias.shape == (3, len(DRAFT_IDS)) and m.shape == (3, R)
+    assert not torch.allclose(bias[0], bias[1])  # previous token changes the bias
+    same_h = head.markov(torch.tensor([1, 1]), h[[0, 0]])[0]
+    assert torch.allclose(same_h[0], same_h[1])
+    fresh = DSparkHead(head.cfg, DRAFT_IDS)  # untrained: zero bias, drafting = the backbone
+    assert torch.equal(fresh.markov(torch.tensor([3]), h[:1])[0], torch.zeros(1, len(DRAFT_IDS)))
+    ungated = tiny_head(gate=False)
+    assert ungated.markov_gate is None
+    low_rank = ungated.markov(torch.arange(V), torch.zeros(V, H))[0]
+    assert torch.linalg.matrix_rank(low_rank) <= R
+
+
+def test_acceptance_scores_give_the_argmax_the_confidence() -> None:
+    logits = torch.randn(4, 7)
+    conf = torch.tensor([0.9, 0.5, 0.1, 0.0])
+    s = acceptance_scores(logits, conf)
+    assert torch.allclose(s.sum(-1), torch.ones(4), atol=1e-5)
+    top = logits.argmax(-1)
+    assert torch.allclose(s[torch.arange(4), top], conf)
+    p = logits.softmax(-1)
+    for row in range(4):  # the rest keeps the drafter's order
+        others = [v for v in range(7) if v != top[row]]
+        assert torch.equal(s[row, others].argsort(), p[row, others].argsort())
+
+
+def test_block_drafting_shapes_and_incremental_context() -> None:
+    head = tiny_head()
+    feats = torch.randn(9, F)
+    last, whole = head.context(feats, torch.arange(9))
+    parts = [
+        head.context(feats[:4], torch.arange(4))[1],
+        head.context(feats[4:], torch.arange(4, 9))[1],
+    ]
+    joined = [
+        (torch.cat([a[0], b[0]]), torch.cat([a[1], b[1]])) for a, b in zip(*parts, strict=True)
+    ]
+    h = head.draft_block(7, last[-1], whole, 9, G)
+    assert h.shape == (G, H) and head.base_logits(h).shape == (G, len(DRAFT_IDS))
+    assert torch.allclose(h, head.draft_block(7, last[-1], joined, 9, G), atol=1e-5)
+    assert head.draft_block(7, last[-1], whole, 9, 2).shape == (2, H)
+
+
+def test_training_blocks_match_inference_blocks_and_never_see_the_future() -> None:
+    head = tiny_head()
+    n = 12
+    feats, ids = torch.randn(n, F), torch.randint(0, V, (n,))
+    labels = torch.full((n,), -100)
+    labels[ids % 2 == 0] = ids[ids % 2 == 0] // 2  # draft index of even ids
+    anchors = torch.tensor([3, 6, 10])
+    out = block_outputs(head, feats, ids, labels, anchors)
+    assert out["logits"].shape == (3, G, len(DRAFT_IDS)) and out["conf_logit"].shape == (3, G)
+    assert out["inside"][2].tolist() == [True, False, False, False, False]  # 10 + 1 < 12 only
+    for a, t in enumerate(anchors.tolist()):
+        c, ctx = head.context(feats[:t], torch.arange(t))
+        h = head.draft_block(int(ids[t]), c[-1], ctx, t, G)
+        prev = torch.cat([ids[t : t + G], ids.new_zeros(G)])[:G].clamp_max(V - 1)
+        bias, _ = head.markov(prev, h)
+        inside = out["inside"][a]
+        expected = (head.base_logits(h) + bias)[inside]
+        assert torch.allclose(out["logits"][a][inside], expected, atol=1e-5)
+    changed = feats.clone()
+    changed[6:] += 5.0  # features at or after a root are not context for that block
+    again = block_outputs(head, changed, ids, labels, anchors)
+    assert torch.allclose(again["logits"][:2], out["logits"][:2], atol=1e-5)
+    loss, parts = dspark_loss(head, feats, ids, labels, anchors)
+    loss.backward()
+    assert head.confidence.weight.grad is not None and head.fc.weight.grad is not None
+    assert set(parts) == {"ce", "conf", "acc1"}
+
+
+def test_drafter_scores_every_node_and_respects_depth(tiny_target) -> None:
+    drafter = DSparkDrafter(260, block_size=4, topk=3, total_tokens=10)
+    prompt = list(TINY_PROMPTS[1])
+    result = run_generate(tiny_target, drafter, prompt, max_new_tokens=20)
+    assert result.tokens == ar_tokens(tiny_target, prompt, max_new_tokens=20)
+    drafter.reset(prompt, None)
+    hidden = torch.randn(len(prompt), 3 * 64)
+    draft = drafter.propose(DraftContext([*prompt, 5], 5, 10, 8, hidden=hidden))
+    assert len(draft) == 10 and draft.score is not None and draft.q is None
+    assert ((draft.score > 0) & (draft.score <= 1)).all()
+    parents = draft.parents.tolist()
+    depth = [0] * len(parents)
+    for i, p in enumerate(parents):
+        depth[i] = 1 if p < 0 else depth[p] + 1
+    assert max(depth) <= 4
+    survival = _survival(draft.score, parents)
+    assert abs(draft.meta["predicted_accepted"] - float(survival.sum())) < 1e-5
+    assert all(survival[i] <= survival[p] + 1e-7 for i, p in enumerate(parents) if p >= 0)
+    shallow = drafter.propose(DraftContext([*prompt, 5, 6], 6, 10, 2))  # max_depth 2
+    assert max(1 if p < 0 else 2 for p in shallow.parents.tolist()) <= 2
+
+
+def test_sampled_tree_carries_draft_distributions(tiny_target) -> None:
+    drafter = DSparkDrafter(260, block_size=3, topk=2, total_tokens=6, temperature=0.8)
+    prompt = list(TINY_PROMPTS[0])
+    drafter.reset(prompt, None)
+    draft = drafter.propose(
+        DraftContext([*prompt, 7], 7, 6, 5, hidden=torch.randn(len(prompt), 192))
+    )
+    assert len(draft) == 6 and draft.q is not None and draft.q.shape == (6, 260)
+    assert torch.allclose(draft.q.sum(-1), torch.ones(6), atol=1e-5)
+    assert draft.parents.tolist()[:2] == [-1, -1]  # two i.i.d. depth-1 samples, same row
+    assert torch.equal(draft.q[0], draft.q[1])
+    q = draft.q[torch.arange(6), draft.tokens]
+    assert (q > 0).all()  # every token was drawn from its own row
+    verifier = SamplingVerifier(temperature=0.8)
+    for seed in range(3):  # runs end to end under sampling (distribution: integration test)
+        result = run_generate(tiny_target, drafter, prompt, max_new_tokens=12,
+                              verifier=verifier, seed=seed)  # fmt: skip
+        assert len(result.tokens) == 12
