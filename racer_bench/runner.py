@@ -5,7 +5,7 @@ from __future__ import annotations
 import gc
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -17,8 +17,10 @@ from tqdm.auto import tqdm
 from racer_bench.analysis import records as R
 from racer_bench.analysis import tracking
 from racer_bench.analysis.summary import summarize
+from racer_bench.engine.cost import CostProfile, check_spec, resolve_profile
 from racer_bench.engine.decode import LoopOptions, generate
 from racer_bench.engine.drafter import Drafter, NullDrafter
+from racer_bench.engine.scheduler import FixedScheduler, Scheduler
 from racer_bench.engine.stopping import StopRule
 from racer_bench.engine.target import HFTarget
 from racer_bench.engine.verify import GreedyVerifier, Verifier
@@ -26,6 +28,7 @@ from racer_bench.errors import ConfigError
 from racer_bench.tasks.base import Prompt, Task
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
+PROFILE_FILE = "cost_profile.json"
 
 
 @dataclass
@@ -35,6 +38,7 @@ class Mode:
     name: str
     drafter: Drafter
     verifier: Verifier
+    scheduler: Scheduler = field(default_factory=FixedScheduler)
 
 
 @dataclass
@@ -47,6 +51,7 @@ class Setup:
     modes: list[Mode]
     options: LoopOptions
     max_new_tokens: int
+    profile: CostProfile | None = None  # the scheduler's cost curve, saved in the run folder
 
 
 def validate(cfg: DictConfig) -> None:
@@ -63,6 +68,13 @@ def validate(cfg: DictConfig) -> None:
         raise ConfigError(f"max_draft={cfg.max_draft}: must be an integer >= 0")
     if cfg.get("hardware", "cpu") not in ("cpu", "gpu"):
         raise ConfigError(f"hardware={cfg.hardware}: allowed values are cpu, gpu")
+    scheduler = cfg.get("scheduler") or {}
+    if scheduler.get("draft_sizing", "cpu") not in ("cpu", "gpu"):
+        raise ConfigError(
+            f"scheduler.draft_sizing={scheduler.draft_sizing}: allowed values are cpu, gpu"
+        )
+    if "profile" in scheduler:
+        check_spec(scheduler.profile)
     if cfg.resume is not None and not (Path(cfg.resume) / R.MANIFEST_FILE).exists():
         raise ConfigError(f"resume={cfg.resume}: not a run folder (no {R.MANIFEST_FILE})")
 
@@ -75,17 +87,39 @@ def build(cfg: DictConfig) -> Setup:
     task: Task = instantiate(cfg.task)
     target: HFTarget = instantiate(cfg.model)
     verifier: Verifier = instantiate(cfg.verifier)
-    method = Mode("method", instantiate(cfg.method)(vocab_size=target.vocab_size), verifier)
+    drafter = instantiate(cfg.method)(vocab_size=target.vocab_size)
+    profile = cost_profile(cfg, target, drafter)
+    method = Mode("method", drafter, verifier, make_scheduler(cfg, profile))
     modes = [method]
     if cfg.baseline == "same_run":
         modes.insert(0, Mode("baseline", NullDrafter(), verifier))
     if not verifier.lossless:  # lossy verifiers are judged against strict greedy, same drafter
         strict_drafter = instantiate(cfg.method)(vocab_size=target.vocab_size)
-        modes.append(Mode("strict", strict_drafter, GreedyVerifier()))
+        modes.append(Mode("strict", strict_drafter, GreedyVerifier(), make_scheduler(cfg, profile)))
     max_new = task.max_new_tokens or cfg.max_new_tokens
     gc.collect()
     gc.freeze()  # model objects never die: keep full collections from pausing decode steps
-    return Setup(cfg, target, task, modes, LoopOptions(max_draft=cfg.max_draft), max_new)
+    options = LoopOptions(max_draft=cfg.max_draft)
+    return Setup(cfg, target, task, modes, options, max_new, profile)
+
+
+def cost_profile(cfg: DictConfig, target: HFTarget, drafter: Drafter) -> CostProfile | None:
+    """The scheduler's cost curve up to the largest forward the drafter can make (or None)."""
+    scheduler = cfg.get("scheduler") or {}
+    if "profile" not in scheduler:
+        return None
+    largest = min(int(getattr(drafter, "capacity", cfg.max_draft)), cfg.max_draft)
+    largest += 1 + int(getattr(drafter, "aux_capacity", 0))  # the root and any aux branch
+    reps = int(scheduler.get("profile_reps", 5))
+    return resolve_profile(scheduler.profile, target, cfg.paths.cache_dir, largest, reps)
+
+
+def make_scheduler(cfg: DictConfig, profile: CostProfile | None) -> Scheduler:
+    """A fresh scheduler of ``cfg.scheduler`` (one per mode: each keeps its own statistics)."""
+    if "scheduler" not in cfg:
+        return FixedScheduler()
+    made = instantiate(cfg.scheduler)
+    return made(profile=profile) if profile is not None else made
 
 
 def generate_turns(setup: Setup, mode: Mode, prompt: Prompt, seed: int) -> list[dict[str, Any]]:
@@ -98,7 +132,8 @@ def generate_turns(setup: Setup, mode: Mode, prompt: Prompt, seed: int) -> list[
         ids = task.render(prompt, turn, history, target.tokenizer)
         stop = StopRule(target.eos_ids, setup.max_new_tokens, task.stop_strings,
                         decode=target.tokenizer.decode)  # fmt: skip
-        result = generate(target, mode.drafter, mode.verifier, ids, stop, rng, setup.options)
+        result = generate(target, mode.drafter, mode.verifier, ids, stop, rng, setup.options,
+                          scheduler=mode.scheduler)  # fmt: skip
         history.append(result.text)
         out.append(R.generation_record(result))
     return out
@@ -149,6 +184,11 @@ def run_manifest(setup: Setup, choices: dict[str, str]) -> dict[str, Any]:
             "persist_across_prompts": bool(
                 getattr(method.drafter, "persist_across_prompts", False)
             ),
+            "scheduler": choices.get("scheduler") or method.scheduler.name,
+            "scheduler_persist_across_prompts": bool(method.scheduler.persist_across_prompts),
+            "cost_profile": None
+            if setup.profile is None
+            else {"file": PROFILE_FILE, "source": setup.profile.meta.get("source")},
             "deterministic": torch.are_deterministic_algorithms_enabled(),
             "started": time.strftime("%Y-%m-%dT%H:%M:%S"),
             "config": OmegaConf.to_container(cfg, resolve=True),
@@ -170,6 +210,8 @@ def run(
     run_dir.mkdir(parents=True, exist_ok=True)
     if not cfg.resume:
         R.write_json(run_dir / R.MANIFEST_FILE, run_manifest(setup, choices))
+    if setup.profile is not None and not (run_dir / PROFILE_FILE).exists():
+        setup.profile.save(run_dir / PROFILE_FILE)
     prompts = setup.task.load()
     done = {r["id"] for r in R.load_prompts(run_dir) if r.get("status") == "ok"}
     for index in range(min(cfg.warmup_prompts, len(prompts))):

@@ -13,6 +13,7 @@ from typing import Any
 
 import torch
 
+from racer_bench.analysis.metrics import calibration_bins
 from racer_bench.engine.structs import GenerationResult, Source
 
 SCHEMA_VERSION = 1
@@ -21,6 +22,7 @@ SUMMARY_FILE = "summary.json"
 MANIFEST_FILE = "manifest.json"
 STEP_KEYS = ("n_draft", "depth", "n_accepted", "n_committed", "t_draft", "t_verify", "t_update",
              "n_relaxed", "regret")  # fmt: skip
+SCHEDULER_KEYS = ("n_candidates", "predicted_accepted", "cost")  # written when a step has them
 
 
 def generation_record(result: GenerationResult) -> dict[str, Any]:
@@ -35,7 +37,11 @@ def generation_record(result: GenerationResult) -> dict[str, Any]:
     steps["accepted_ranks"] = [s.accepted_ranks for s in result.steps]
     meta_keys = sorted({k for s in result.steps for k in s.meta})
     steps["meta"] = {k: [s.meta.get(k) for s in result.steps] for k in meta_keys}
-    return {
+    for key in SCHEDULER_KEYS:
+        values = [getattr(s, key) for s in result.steps]
+        if any(v is not None for v in values):
+            steps[key] = values
+    record = {
         "tokens": result.tokens,
         "text": result.text,
         "prefill_time": result.prefill_time,
@@ -43,6 +49,10 @@ def generation_record(result: GenerationResult) -> dict[str, Any]:
         "stop_reason": result.stop_reason,
         "steps": steps,
     }
+    pairs = [pair for s in result.steps for pair in s.calibration]
+    if pairs:
+        record["calibration"] = calibration_bins(pairs)
+    return record
 
 
 def append_prompt(run_dir: Path, record: dict[str, Any]) -> None:

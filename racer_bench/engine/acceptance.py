@@ -1,0 +1,153 @@
+"""Online acceptance estimates for draft nodes: p(v) = P(v accepted | its parent accepted).
+
+Every node is described by features the drafter already supplies (:func:`node_features`):
+its source, its depth, its rank inside the top-k list it came from and its drafter score
+(``Draft.score``, bucketed on a half-log2 scale, so match lengths, counts and probabilities all
+fall into a handful of buckets). Statistics are kept at several levels, fine to coarse
+(:data:`LEVELS`): (source, depth, rank, score) -> (source, depth, score) -> (source, depth) ->
+(source) -> everything.
+
+Each bucket's estimate is the posterior mean of a Beta prior centred on the next coarser
+bucket's estimate (hierarchical back-off): with ``s`` accepted out of ``n`` trials,
+
+    p_level = (s + m * p_coarser) / (n + m),    p_top = (s + a) / (n + a + b)
+
+with ``m = backoff_strength`` and the top prior ``Beta(a, b)`` of mean ``prior_mean`` and
+strength ``a + b = prior_strength``. A fine bucket with little data therefore follows its
+coarser bucket, and one with much data follows its own counts.
+
+A trial is a verified node whose parent was accepted (or is the root); it succeeds when the
+node itself was accepted. Nodes whose parent was rejected say nothing about p(v).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from racer_bench.engine.structs import Draft
+from racer_bench.engine.tree import node_depths
+
+Bucket = tuple[int, ...]
+# Feature positions kept at each level, finest first: (source, depth, rank, score).
+LEVELS: tuple[tuple[int, ...], ...] = ((0, 1, 2, 3), (0, 1, 3), (0, 1), (0,), ())
+NO_VALUE = -(10**6)  # the bucket of a missing rank or score
+
+
+def rank_bucket(rank: int) -> int:
+    """0, 1, 2, 3 as they are; then 4-7 -> 4, 8-15 -> 8, ...; negative (no rank) -> NO_VALUE."""
+    if rank < 0:
+        return NO_VALUE
+    return rank if rank < 4 else 1 << (rank.bit_length() - 1)
+
+
+def score_bucket(score: float) -> int:
+    """Half-log2 bucket of a score: floor(2 * log2(score)) for score > 0.
+
+    Integer match lengths 1, 2, 3, 4 fall into buckets 0, 2, 3, 4; probabilities 0.9, 0.5, 0.1
+    into -1, -2, -7. Zero, negative and NaN scores get buckets of their own.
+    """
+    if score is None or math.isnan(score):
+        return NO_VALUE
+    if score <= 0:
+        return NO_VALUE + 1 if score == 0 else NO_VALUE + 2 + min(64, int(-score))
+    return max(-64, min(64, math.floor(2 * math.log2(score))))
+
+
+def node_features(draft: Draft, max_depth: int = 12) -> list[Bucket]:
+    """(source, depth, rank bucket, score bucket) per node; depth capped at ``max_depth``."""
+    n = len(draft)
+    depths = node_depths(draft.parents.tolist())
+    sources = draft.source.tolist() if draft.source is not None else [0] * n
+    ranks = draft.rank.tolist() if draft.rank is not None else [-1] * n
+    scores = draft.score.tolist() if draft.score is not None else [math.nan] * n
+    return [
+        (int(sources[i]), min(depths[i], max_depth), rank_bucket(int(ranks[i])),
+         score_bucket(float(scores[i])))
+        for i in range(n)
+    ]  # fmt: skip
+
+
+def trials(parents: Sequence[int], accepted: Sequence[int]) -> list[tuple[int, bool]]:
+    """(node, accepted?) for every node whose parent is the root or accepted."""
+    on_path = set(accepted)
+    return [(i, i in on_path) for i, p in enumerate(parents) if p < 0 or p in on_path]
+
+
+@dataclass
+class AcceptanceEstimator:
+    """Bucketed Beta estimates of p(v), updated from verification outcomes.
+
+    Attributes:
+        prior_mean: mean of the top-level Beta prior (before any outcome).
+        prior_strength: a + b of the top-level prior (pseudo-trials).
+        backoff_strength: pseudo-trials a bucket borrows from its coarser bucket.
+        max_depth: depth feature cap (deeper nodes share one bucket).
+    """
+
+    prior_mean: float = 0.5
+    prior_strength: float = 2.0
+    backoff_strength: float = 4.0
+    max_depth: int = 12
+    counts: list[dict[Bucket, list[float]]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if not 0.0 < self.prior_mean < 1.0:
+            raise ValueError(f"scheduler.prior_mean={self.prior_mean}: must be in (0, 1)")
+        if self.prior_strength <= 0 or self.backoff_strength <= 0:
+            raise ValueError("scheduler.prior_strength and backoff_strength must be > 0")
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget every outcome."""
+        self.counts = [{} for _ in LEVELS]
+
+    @staticmethod
+    def keys(features: Bucket) -> list[Bucket]:
+        """The node's bucket at every level, finest first."""
+        return [tuple(features[j] for j in level) for level in LEVELS]
+
+    def posterior(self, features: Bucket) -> tuple[float, float]:
+        """(p, pseudo-trials behind it) for one node's features."""
+        keys = self.keys(features)
+        s, n = self.counts[-1].get(keys[-1], (0.0, 0.0))
+        a = self.prior_mean * self.prior_strength
+        p = (s + a) / (n + self.prior_strength)
+        weight = n + self.prior_strength
+        m = self.backoff_strength
+        for level in range(len(LEVELS) - 2, -1, -1):
+            s, n = self.counts[level].get(keys[level], (0.0, 0.0))
+            p = (s + m * p) / (n + m)
+            weight = n + m
+        return p, weight
+
+    def estimate(self, features: Sequence[Bucket], explore: float = 0.0) -> list[float]:
+        """p(v) per node; ``explore`` adds that many posterior standard deviations (capped at 1)."""
+        memo: dict[Bucket, float] = {}
+        out = []
+        for f in features:
+            if f not in memo:
+                p, weight = self.posterior(f)
+                if explore > 0:
+                    p = min(1.0, p + explore * math.sqrt(p * (1.0 - p) / (weight + 1.0)))
+                memo[f] = p
+            out.append(memo[f])
+        return out
+
+    def update(self, features: Sequence[Bucket], parents: Sequence[int],
+               accepted: Sequence[int]) -> None:  # fmt: skip
+        """Count the outcome of every node whose parent was accepted (see :func:`trials`)."""
+        for node, success in trials(parents, accepted):
+            for level, key in enumerate(self.keys(features[node])):
+                cell = self.counts[level].setdefault(key, [0.0, 0.0])
+                cell[0] += success
+                cell[1] += 1.0
+
+
+def survival(parents: Sequence[int], p: Sequence[float]) -> list[float]:
+    """S(v) = product of p along the path from the root to v (parents come first)."""
+    out: list[float] = []
+    for i, parent in enumerate(parents):
+        out.append(p[i] * (out[parent] if parent >= 0 else 1.0))
+    return out
