@@ -22,7 +22,13 @@ from typing import ClassVar
 
 import torch
 
-from methods.heads import Eagle3Head, eagle3_config, grow_tree, load_eagle3, tree_draft
+from methods.heads import (
+    Eagle3Head,
+    eagle3_config,
+    grow_scored_tree,
+    load_eagle3,
+    tree_draft,
+)
 from racer_bench.engine.drafter import DrafterNeeds
 from racer_bench.engine.structs import Draft, DraftContext, Feedback
 
@@ -88,8 +94,10 @@ class Eagle3Drafter:
         grower = _TreeRun(head, self._keys, self._values, self._last)
         depth = min(self.depth, ctx.max_depth)
         budget = min(self.capacity, ctx.budget)
-        tokens, parents = grow_tree(root_logp, grower.expand, depth, self.topk, budget)
-        return tree_draft(tokens, parents, head.draft_ids)
+        tokens, parents, probs = grow_scored_tree(
+            root_logp, grower.expand, depth, self.topk, budget
+        )
+        return tree_draft(tokens, parents, head.draft_ids, probs)
 
     def _consume(self, feats: torch.Tensor, tokens: list[int]) -> None:
         """Run the layer over committed (feature, next token) pairs and extend its KV cache."""

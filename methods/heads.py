@@ -14,6 +14,7 @@ Both heads predict over a draft vocabulary (``draft_ids``: draft index -> target
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -200,6 +201,14 @@ Expand = Callable[[list[int], int, list[int], list[int]], torch.Tensor]
 def grow_tree(
     root_logp: torch.Tensor, expand: Expand, depth: int, topk: int, budget: int
 ) -> tuple[list[int], list[int]]:
+    """:func:`grow_scored_tree` without the probabilities: (tokens, parents)."""
+    tokens, parents, _ = grow_scored_tree(root_logp, expand, depth, topk, budget)
+    return tokens, parents
+
+
+def grow_scored_tree(
+    root_logp: torch.Tensor, expand: Expand, depth: int, topk: int, budget: int
+) -> tuple[list[int], list[int], list[float]]:
     """EAGLE-2-style dynamic tree over a draft vocabulary.
 
     Args:
@@ -211,10 +220,11 @@ def grow_tree(
         budget: nodes kept.
 
     Returns:
-        (draft-vocabulary tokens, parents) of the kept nodes, topological.
+        (draft-vocabulary tokens, parents, the head's probability of each token given its
+        parent) of the kept nodes, topological.
     """
     if depth < 1 or budget < 1:
-        return [], []
+        return [], [], []
     lp, ix = root_logp.topk(min(topk, root_logp.numel()))
     tokens, parents, scores = ix.tolist(), [-1] * len(ix), lp.tolist()
     frontier = list(range(len(tokens)))
@@ -229,31 +239,49 @@ def grow_tree(
         scores += cand.flatten().tolist()
         best = cand.flatten().topk(min(topk, cand.numel())).indices
         frontier = [first + int(b) for b in best]
-    return _best_nodes(tokens, parents, scores, budget)
+    kept = _best_indices(parents, scores, budget)
+    # scores are cumulative log-probabilities: a node's own probability given its parent
+    probs = [math.exp(scores[i] - (scores[parents[i]] if parents[i] >= 0 else 0.0)) for i in kept]
+    return *_reindex(tokens, parents, kept), probs
 
 
 def _best_nodes(
     tokens: list[int], parents: list[int], scores: list[float], budget: int
 ) -> tuple[list[int], list[int]]:
     """The ``budget`` best-scoring nodes whose ancestors are all kept, re-indexed."""
+    return _reindex(tokens, parents, _best_indices(parents, scores, budget))
+
+
+def _reindex(tokens: list[int], parents: list[int], kept: list[int]) -> tuple[list[int], list[int]]:
+    """(tokens, parents) of the ``kept`` nodes (ascending, closed under parents), re-indexed."""
+    index = {old: new for new, old in enumerate(kept)}
+    return [tokens[i] for i in kept], [index[parents[i]] if parents[i] >= 0 else -1 for i in kept]
+
+
+def _best_indices(parents: list[int], scores: list[float], budget: int) -> list[int]:
+    """Indices (ascending) of the ``budget`` best-scoring nodes whose ancestors are all kept."""
     kept: set[int] = set()
-    for i in sorted(range(len(tokens)), key=lambda i: (-scores[i], i)):
+    for i in sorted(range(len(parents)), key=lambda i: (-scores[i], i)):
         if len(kept) >= budget:
             break
         if parents[i] < 0 or parents[i] in kept:
             kept.add(i)
-    order = sorted(kept)
-    index = {old: new for new, old in enumerate(order)}
-    return [tokens[i] for i in order], [index[parents[i]] if parents[i] >= 0 else -1 for i in order]
+    return sorted(kept)
 
 
-def tree_draft(tokens: list[int], parents: list[int], draft_ids: torch.Tensor) -> Draft:
-    """A :class:`Draft` of MODEL nodes from draft-vocabulary tokens."""
+def tree_draft(
+    tokens: list[int],
+    parents: list[int],
+    draft_ids: torch.Tensor,
+    probs: list[float] | None = None,
+) -> Draft:
+    """A :class:`Draft` of MODEL nodes from draft-vocabulary tokens (``probs``: Draft.score)."""
     ids = draft_ids[torch.tensor(tokens, dtype=torch.long)] if tokens else torch.zeros(0)
     return Draft(
         tokens=ids.long(),
         parents=torch.tensor(parents, dtype=torch.long),
         source=torch.full((len(tokens),), int(Source.MODEL), dtype=torch.int32),
+        score=None if probs is None else torch.tensor(probs, dtype=torch.float32),
     )
 
 

@@ -21,7 +21,7 @@ from typing import ClassVar
 
 import torch
 
-from methods.heads import MedusaHeads, grow_tree, load_checkpoint, tree_draft
+from methods.heads import MedusaHeads, grow_scored_tree, load_checkpoint, tree_draft
 from racer_bench.engine.drafter import DrafterNeeds
 from racer_bench.engine.structs import Draft, DraftContext, Feedback
 
@@ -84,8 +84,8 @@ class MedusaDrafter:
         def expand(frontier: list[int], d: int, *_: list[int]) -> torch.Tensor:
             return logp[d - 1].expand(len(frontier), -1)
 
-        tokens, parents = grow_tree(logp[0], expand, depth, self.topk, budget)
-        return tree_draft(tokens, parents, self.heads.draft_ids)
+        tokens, parents, probs = grow_scored_tree(logp[0], expand, depth, self.topk, budget)
+        return tree_draft(tokens, parents, self.heads.draft_ids, probs)
 
     def update(self, fb: Feedback) -> None:
         if fb.hidden is not None:

@@ -9,7 +9,9 @@ with Token Recycling" (arXiv 2408.08696, ACL 2025). Reference code: Luowaterbi/T
   ``t`` for every tree token (root and every node, accepted or not); for duplicate tokens the
   last tree position wins.
 * Draft: the static template "2.2.2" (80 nodes, depth 6) filled breadth-first, one vectorised
-  gather per layer: ``tokens[layer] = adj[tokens[parent], column]``.
+  gather per layer: ``tokens[layer] = adj[tokens[parent], column]``. ``Draft.rank`` is each
+  node's column, ``Draft.score`` 1 / (1 + the columns summed along its path) (features for
+  the confidence scheduler).
 * ``persist_across_prompts``: the reference creates the matrix once per process and never resets
   it (warm across questions); here the default (false) resets it per prompt so results do not
   depend on prompt order. Set true for the reference behaviour.
@@ -103,6 +105,17 @@ class TreeTemplate:
         return len(self.parents)
 
 
+def path_scores(template: TreeTemplate) -> np.ndarray:
+    """float32[N]: 1 / (1 + sum of the top-k columns on the path from the root to each node).
+
+    The nodes reached through top-1 entries only score 1; every lower-ranked step lowers it.
+    """
+    total = np.zeros(len(template), dtype=np.int64)
+    for i, parent in enumerate(template.parents):
+        total[i] = template.columns[i] + (total[parent] if parent >= 0 else 0)
+    return (1.0 / (1.0 + total)).astype(np.float32)
+
+
 def fill_tree(adj: np.ndarray, root: int, template: TreeTemplate) -> np.ndarray:
     """Token ids of the template's nodes: int64[N], one gather per layer.
 
@@ -159,6 +172,7 @@ class TokenRecyclingDrafter:
         self.adj = np.zeros((vocab_size, topk), dtype=np.int64)
         self._parents = torch.from_numpy(self.template.parents.copy())
         self._ranks = torch.from_numpy(self.template.columns.copy())
+        self._scores = torch.from_numpy(path_scores(self.template))
         self._root = 0
         self._fresh = True
 
@@ -181,6 +195,7 @@ class TokenRecyclingDrafter:
             parents=self._parents.clone(),
             source=torch.full((n,), int(Source.LOGITS), dtype=torch.int32),
             rank=self._ranks.clone(),
+            score=self._scores.clone(),
         )
         return prune(draft, ctx.budget, ctx.max_depth)
 
