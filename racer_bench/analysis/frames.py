@@ -8,7 +8,9 @@ summarized the same way as a finished one. Frames:
 * :func:`runs_frame`: one row per run (manifest, hyperparameters, summary metrics, CIs);
 * :func:`prompts_frame`: one row per run x prompt;
 * :func:`categories_frame`: one row per run x category (or reporting group);
-* :func:`hist_frame` / :func:`ranks_frame`: accepted-length and accepted-rank counts.
+* :func:`hist_frame` / :func:`ranks_frame`: accepted-length and accepted-rank counts;
+* :func:`calibration_frame` / :func:`draft_sizes_frame`: the confidence scheduler's reliability
+  bins and its forward sizes against the run's cost curve.
 
 Runs are only compared when their model, dtype and hardware agree, and, within a task, their
 ``max_new_tokens`` (:func:`check_comparable`).
@@ -33,6 +35,7 @@ from omegaconf import OmegaConf
 from racer_bench.analysis import metrics as M
 from racer_bench.analysis import records as R
 from racer_bench.analysis.summary import score_block, speed_block, summarize
+from racer_bench.engine import cost as C
 
 log = logging.getLogger(__name__)
 CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
@@ -560,3 +563,66 @@ def load_cli(args: argparse.Namespace) -> list[Run]:
     except (IncompatibleRunsError, FileNotFoundError) as error:
         raise SystemExit(f"error: {error}") from None
     return runs if args.all_runs else latest_runs(runs)
+
+
+def calibration_frame(runs: Sequence[Run]) -> pd.DataFrame:
+    """Reliability bins of the scheduler's per-node survival predictions, per run.
+
+    One row per run x non-empty bin: ``bin_low``/``bin_high`` (predicted survival range),
+    ``nodes``, ``predicted`` (mean prediction in the bin), ``accepted`` (share accepted) and the
+    run's ``calibration_error`` (:func:`racer_bench.analysis.metrics.calibration_error`). Runs
+    without predictions (``scheduler=fixed``, older runs) are left out.
+    """
+    rows = []
+    for run in runs:
+        table = M.calibration_table(run.ok)
+        if not table:
+            continue
+        n_bins = len(table["count"])
+        meta = run_meta(run) | {"calibration_error": M.calibration_error(run.ok)}
+        for b in range(n_bins):
+            count = float(table["count"][b])
+            if count == 0:
+                continue
+            rows.append(meta | {
+                "bin_low": b / n_bins, "bin_high": (b + 1) / n_bins, "nodes": count,
+                "predicted": table["predicted"][b] / count,
+                "accepted": table["accepted"][b] / count,
+            })  # fmt: skip
+    return _order(pd.DataFrame(rows))
+
+
+def cost_profile(run: Run) -> C.CostProfile | None:
+    """The cost curve a scheduled run used (``cost_profile.json`` named by its manifest)."""
+    named = (run.manifest.get("cost_profile") or {}).get("file")
+    path = run.path / named if named else None
+    return C.CostProfile.load(path) if path is not None and path.exists() else None
+
+
+def draft_sizes_frame(runs: Sequence[Run]) -> pd.DataFrame:
+    """Scheduled forward sizes against each run's cost curve.
+
+    One row per run x forward size N (tokens in the verification forward = draft nodes + root
+    + aux tokens) that the run used or that its curve covers: ``steps`` and ``share`` of the
+    run's steps at that size, ``cost`` = cost(N) on the run's curve. Only runs that saved a
+    cost profile appear; ``candidate_forward_mean`` is the mean forward the unscheduled
+    candidate trees would have made.
+    """
+    rows = []
+    for run in runs:
+        profile = cost_profile(run)
+        if profile is None:
+            continue
+        values, counts = np.unique(M.forward_sizes(run.ok), return_counts=True)
+        steps = dict(zip(values.tolist(), counts.tolist(), strict=True))
+        total = sum(steps.values()) or 1
+        candidates = M.forward_sizes(run.ok, nodes="n_candidates")
+        meta = run_meta(run) | {
+            "candidate_forward_mean": float(np.mean(candidates)) if candidates else math.nan
+        }
+        for size in range(1, max([profile.max_size, *steps]) + 1):
+            n = steps.get(size, 0)
+            rows.append(
+                meta | {"size": size, "steps": n, "share": n / total, "cost": profile(size)}
+            )
+    return _order(pd.DataFrame(rows))

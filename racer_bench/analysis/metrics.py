@@ -249,6 +249,26 @@ def candidate_size_mean(records: Sequence[Record], mode: str = "method") -> floa
     return float(np.mean(values)) if values else float("nan")
 
 
+def forward_sizes(
+    records: Sequence[Record], mode: str = "method", nodes: str = "n_draft"
+) -> list[int]:
+    """Tokens in every verification forward: draft nodes + the root + aux tokens (Lookahead).
+
+    ``nodes="n_candidates"`` gives the forward the unscheduled candidate tree would have made
+    (steps that predate the field are skipped).
+    """
+    sizes = []
+    for r in records:
+        for t in turns(r, mode):
+            steps = t["steps"]
+            aux = steps.get("meta", {}).get("aux_size") or []
+            for i, n in enumerate(steps.get(nodes) or []):
+                extra = aux[i] if i < len(aux) and aux[i] is not None else 0
+                if n is not None:
+                    sizes.append(int(n) + 1 + int(extra))
+    return sizes
+
+
 def tokens_per_cost(records: Sequence[Record], mode: str = "method") -> float:
     """Committed tokens / summed profile cost of the forwards (1 = AR on the profile's scale).
 

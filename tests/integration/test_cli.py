@@ -38,10 +38,12 @@ def test_unknown_group_choice_lists_valid_names():
         ("task.limit=-1", "task.limit=-1"),
         ("baseline=maybe", "baseline=maybe: allowed values are same_run, none"),
         ("hardware=tpu", "hardware=tpu: allowed values are cpu, gpu"),
+        ("scheduler=nope", "scheduler=nope: unknown scheduler"),
+        ("scheduler=confidence scheduler.profile=wobbly", "scheduler.profile=wobbly: allowed"),
     ],
 )
 def test_cli_bad_values_exit_2_with_one_line(override, message, tmp_path):
-    proc = cli(*TINY, override, tmp_path=tmp_path)
+    proc = cli(*TINY, *override.split(), tmp_path=tmp_path)
     assert proc.returncode == 2, proc.stderr
     lines = [line for line in proc.stderr.strip().splitlines() if line.strip()]
     assert lines[-1].startswith("error: ") and message in lines[-1]
