@@ -13,8 +13,10 @@ to commit against ``cost(N)``. A profile is
   ``steep`` (N tokens cost N forwards), ``linear:<slope>`` (1 + slope * (N - 1));
 * or read from a JSON file written by :meth:`CostProfile.save`.
 
-Profiles are made monotone non-decreasing (a running max over the grid), so timing noise can
-never make a bigger tree look cheaper than a smaller one.
+Profiles are made monotone non-decreasing (the least-squares monotone fit of the medians,
+scipy's ``isotonic_regression``), so timing noise can never make a bigger tree look cheaper
+than a smaller one; unlike a running max, one slow outlier is averaged with its neighbours
+instead of raising every larger size.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from scipy.optimize import isotonic_regression
 
 from racer_bench.errors import ConfigError
 
@@ -45,7 +48,8 @@ class CostProfile:
 
     Attributes:
         sizes: ascending forward sizes (tokens in the forward, root included), starting at 1.
-        costs: cost at each size, relative to a 1-token forward (``costs[0] == 1``).
+        costs: cost at each size relative to a 1-token forward (``costs[0] == 1``); the values
+            given are replaced by their monotone fit, divided by its first entry.
         meta: where the curve comes from (synthetic name, file, or the measurement's key,
             repetitions and raw medians).
     """
@@ -61,7 +65,7 @@ class CostProfile:
             b <= a for a, b in zip(self.sizes, self.sizes[1:], strict=False)
         ):
             raise ValueError(f"cost profile sizes must ascend from 1, got {self.sizes}")
-        costs = np.maximum.accumulate(np.asarray(self.costs, dtype=float))
+        costs = isotonic_regression(np.asarray(self.costs, dtype=float)).x
         self.costs = (costs / costs[0]).tolist()
 
     @property
@@ -233,6 +237,17 @@ def measure_cost(
     return CostProfile(list(sizes), raw, meta)
 
 
+def measure_target(
+    target: Any, max_size: int, reps: int = 5, prefix_len: int = 170, progress: bool = True
+) -> CostProfile:
+    """:func:`measure_cost` of ``target`` on the :func:`grid` up to ``max_size``, with its key."""
+    timer = target_timer(target, prefix_len)
+    profile = measure_cost(timer, grid(max_size), reps, progress=progress)
+    profile.meta |= {"key": profile_key(target), "prefix_len": prefix_len,
+                     "measured": time.strftime("%Y-%m-%dT%H:%M:%S")}  # fmt: skip
+    return profile
+
+
 def resolve_profile(
     spec: str,
     target: Any,
@@ -259,8 +274,7 @@ def resolve_profile(
             if cached.max_size >= max_size:
                 cached.meta["source"] = str(path)
                 return cached
-        profile = measure_cost(target_timer(target), grid(max_size), reps, progress=progress)
-        profile.meta |= {"key": key, "measured": time.strftime("%Y-%m-%dT%H:%M:%S")}
+        profile = measure_target(target, max_size, reps, progress=progress)
         profile.save(path)
         profile.meta["source"] = str(path)
         return profile
