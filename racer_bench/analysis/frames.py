@@ -267,13 +267,13 @@ def group_defaults(
 
 
 def overrides(run: Run) -> dict[str, Any]:
-    """Method and verifier values that differ from their YAML defaults (the run's variant).
+    """Method, verifier and scheduler values that differ from their YAML defaults (the variant).
 
     The defaults are those of this checkout's ``conf/``: a default changed after the run shows
     up as a variant of the older runs.
     """
     diff = {}
-    for group in ("method", "verifier"):
+    for group in ("method", "verifier", "scheduler"):
         choice = run.manifest.get(group)
         defaults = group_defaults(group, choice, context=run.config)
         for key, value in flatten(run.config.get(group) or {}, group).items():
@@ -290,11 +290,14 @@ def variant_string(diff: dict[str, Any], drop: Iterable[str] = ()) -> str:
 
 
 def run_label(run: Run, drop: Iterable[str] = ()) -> str:
-    """Display name: method, verifier when not greedy, and non-default hyperparameters."""
+    """Display name: method, non-greedy verifier, non-fixed scheduler, non-default values."""
     name = METHOD_NAMES.get(run.method, run.method)
     verifier = run.manifest.get("verifier")
     if verifier and verifier != "greedy":
         name += f" + {verifier.upper() if verifier == 'asd' else verifier}"
+    scheduler = run.manifest.get("scheduler")
+    if scheduler and scheduler != "fixed":
+        name += f" + {scheduler} scheduler"
     variant = variant_string(overrides(run), drop)
     return f"{name} [{variant}]" if variant else name
 
@@ -357,6 +360,7 @@ def run_meta(run: Run) -> dict[str, Any]:
         "method": run.method,
         "task": run.task,
         "verifier": run.manifest.get("verifier"),
+        "scheduler": run.manifest.get("scheduler") or "fixed",
         "variant": variant_string(overrides(run)),
         "model": run.manifest.get("model_name") or run.manifest.get("model"),
         **{key: run.manifest.get(key) for key in ("dtype", "device", "max_new_tokens")},
@@ -380,6 +384,7 @@ def run_row(run: Run) -> dict[str, Any]:
     }
     row |= flatten(run.config.get("method") or {}, "method")
     row |= flatten(run.config.get("verifier") or {}, "verifier")
+    row |= flatten(run.config.get("scheduler") or {}, "scheduler")
     row |= scalars(run.summary, run.metric)
     if "mat_ci" not in run.cache:
         run.cache["mat_ci"] = mat_ci(run.ok)

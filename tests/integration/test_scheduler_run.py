@@ -58,6 +58,7 @@ def test_scheduled_run_writes_its_metrics_and_profile(scheduled_run):
 def test_scheduled_run_draws_both_figures(scheduled_run, tmp_path):
     out, _ = scheduled_run
     runs = F.load_runs(out)
+    assert F.run_label(runs[0]) == "LogitSpec + confidence scheduler [profile=linear:0.02]"
     cal = F.calibration_frame(runs)
     assert cal["nodes"].sum() > 0 and cal["predicted"].between(0, 1).all()
     sizes = F.draft_sizes_frame(runs)
