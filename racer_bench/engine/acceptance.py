@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 
 from racer_bench.engine.structs import Draft
 from racer_bench.engine.tree import node_depths
+from racer_bench.errors import ConfigError
 
 Bucket = tuple[int, ...]
 # Feature positions kept at each level, finest first: (source, depth, rank, score).
@@ -94,9 +95,10 @@ class AcceptanceEstimator:
 
     def __post_init__(self) -> None:
         if not 0.0 < self.prior_mean < 1.0:
-            raise ValueError(f"scheduler.prior_mean={self.prior_mean}: must be in (0, 1)")
-        if self.prior_strength <= 0 or self.backoff_strength <= 0:
-            raise ValueError("scheduler.prior_strength and backoff_strength must be > 0")
+            raise ConfigError(f"scheduler.prior_mean={self.prior_mean}: must be in (0, 1)")
+        for key in ("prior_strength", "backoff_strength"):
+            if getattr(self, key) <= 0:
+                raise ConfigError(f"scheduler.{key}={getattr(self, key)}: must be > 0")
         self.reset()
 
     def reset(self) -> None:

@@ -30,6 +30,7 @@ from racer_bench.engine.acceptance import AcceptanceEstimator, Bucket, node_feat
 from racer_bench.engine.cost import CostProfile
 from racer_bench.engine.structs import Draft
 from racer_bench.engine.tree import select_nodes
+from racer_bench.errors import ConfigError
 
 
 @dataclass
@@ -146,7 +147,7 @@ class ConfidenceScheduler:
         explore: float = 0.0,
     ) -> None:
         if explore < 0:
-            raise ValueError(f"scheduler.explore={explore}: must be >= 0")
+            raise ConfigError(f"scheduler.explore={explore}: must be >= 0")
         self.profile = profile
         self.draft_sizing, self.profile_reps = draft_sizing, profile_reps
         self.persist_across_prompts = persist_across_prompts
