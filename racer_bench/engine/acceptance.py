@@ -7,14 +7,19 @@ fall into a handful of buckets). Statistics are kept at several levels, fine to 
 (:data:`LEVELS`): (source, depth, rank, score) -> (source, depth, score) -> (source, depth) ->
 (source) -> everything.
 
-Each bucket's estimate is the posterior mean of a Beta prior centred on the next coarser
-bucket's estimate (hierarchical back-off): with ``s`` accepted out of ``n`` trials,
+Each bucket's estimate is the posterior mean of a Beta prior of strength ``m``
+(``backoff_strength``) centred on what the rest of its coarser bucket says (hierarchical
+back-off): with ``s`` of ``n`` trials accepted in the bucket and ``S`` of ``N`` in its coarser
+bucket (which contains them),
 
-    p_level = (s + m * p_coarser) / (n + m),    p_top = (s + a) / (n + a + b)
+    p = (s + m * q) / (n + m),    q = (S - s + m * q') / (N - n + m),   ...
+    top: q = (S_all - s_source + a) / (N_all - n_source + a + b)
 
-with ``m = backoff_strength`` and the top prior ``Beta(a, b)`` of mean ``prior_mean`` and
-strength ``a + b = prior_strength``. A fine bucket with little data therefore follows its
-coarser bucket, and one with much data follows its own counts.
+where ``q'`` is the same recursion one level up and ``Beta(a, b)`` is the top prior (mean
+``prior_mean``, strength ``a + b = prior_strength``). Every trial is counted once: a level
+that does not split its coarser bucket (say, no node has a rank) adds nothing, and a bucket
+with no data of its own takes its siblings' estimate. A fine bucket with little data
+therefore follows its coarser bucket, and one with much data follows its own counts.
 
 A trial is a verified node whose parent was accepted (or is the root); it succeeds when the
 node itself was accepted. Nodes whose parent was rejected say nothing about p(v).
@@ -111,18 +116,19 @@ class AcceptanceEstimator:
         return [tuple(features[j] for j in level) for level in LEVELS]
 
     def posterior(self, features: Bucket) -> tuple[float, float]:
-        """(p, pseudo-trials behind it) for one node's features."""
-        keys = self.keys(features)
-        s, n = self.counts[-1].get(keys[-1], (0.0, 0.0))
-        a = self.prior_mean * self.prior_strength
-        p = (s + a) / (n + self.prior_strength)
-        weight = n + self.prior_strength
+        """(p, pseudo-trials behind it) for one node's features (see the module docstring)."""
+        cells = [self.counts[level].get(key, (0.0, 0.0)) for level, key in
+                 enumerate(self.keys(features))]  # fmt: skip
+        # the top level: everything outside the node's source bucket, under the top prior
+        (s_src, n_src), (s_all, n_all) = cells[-2], cells[-1]
+        q = (s_all - s_src + self.prior_mean * self.prior_strength) / (
+            n_all - n_src + self.prior_strength
+        )
         m = self.backoff_strength
-        for level in range(len(LEVELS) - 2, -1, -1):
-            s, n = self.counts[level].get(keys[level], (0.0, 0.0))
-            p = (s + m * p) / (n + m)
-            weight = n + m
-        return p, weight
+        for (s_in, n_in), (s_out, n_out) in zip(cells[:-2][::-1], cells[1:-1][::-1], strict=True):
+            q = (s_out - s_in + m * q) / (n_out - n_in + m)  # the coarser bucket minus this one
+        s, n = cells[0]
+        return (s + m * q) / (n + m), n + m
 
     def estimate(self, features: Sequence[Bucket], explore: float = 0.0) -> list[float]:
         """p(v) per node; ``explore`` adds that many posterior standard deviations (capped at 1)."""

@@ -55,19 +55,31 @@ def test_prior_then_beta_updates_with_backoff() -> None:
     # node a tried 4 times, accepted 3 times (one step each: a single root child)
     for ok in (True, True, True, False):
         est.update([a], [-1], [0] if ok else [])
-    top = (3 + 1.0) / (4 + 4.0)  # Beta(1, 3) prior: a = 0.25 * 4
-    p = top
-    for _ in LEVELS[:-1]:  # every finer level saw the same 3 / 4, borrowing 2 pseudo-trials
-        p = (3 + 2.0 * p) / (4 + 2.0)
-    assert est.estimate([a])[0] == pytest.approx(p)
-    # b shares only the (source) and () buckets with a: its depth buckets back off to them
-    p_b = top
-    p_b = (3 + 2.0 * p_b) / (4 + 2.0)  # (source,) level
-    for _ in range(3):  # (source, depth), (.., score), (.., rank, score): no data
-        p_b = (0 + 2.0 * p_b) / (0 + 2.0)
-    assert est.estimate([b])[0] == pytest.approx(p_b)
+    # a's prior is Beta(0.5, 1.5) (strength m = 2 around the top prior mean 0.25): levels that
+    # hold the same 4 trials do not count them again
+    posterior_a = (3 + 2.0 * 0.25) / (4 + 2.0)
+    assert est.estimate([a])[0] == pytest.approx(posterior_a)
+    # b has no data of its own: it takes what the rest of its source bucket says (a's trials)
+    assert est.estimate([b])[0] == pytest.approx(posterior_a)
     est.reset()
     assert est.estimate([a])[0] == pytest.approx(0.25)
+
+
+def test_a_bucket_is_pulled_towards_its_siblings() -> None:
+    est = AcceptanceEstimator(prior_mean=0.5, prior_strength=2.0, backoff_strength=4.0)
+    rank0, rank1 = (2, 1, 0, 0), (2, 1, 1, 0)  # two children of the root, ranks 0 and 1
+    for _ in range(8):  # rank 0 is accepted every time, rank 1 never
+        est.update([rank0, rank1], [-1, -1], [0])
+    # rank 1's prior is the rest of (source 2, depth 1): rank 0's 8 / 8 under Beta(2, 2)
+    sibling = (8 + 4 * 0.5) / (8 + 4)
+    assert est.estimate([rank1])[0] == pytest.approx((0 + 4 * sibling) / (8 + 4))
+    other = (0 + 4 * 0.5) / (8 + 4)
+    assert est.estimate([rank0])[0] == pytest.approx((8 + 4 * other) / (8 + 4))
+    # an unseen rank sits between the two, and an unseen source at the global rate
+    unseen_rank = est.estimate([(2, 1, 4, 0)])[0]
+    assert est.estimate([rank1])[0] < unseen_rank < est.estimate([rank0])[0]
+    top = (8 + 1) / (16 + 2)
+    assert est.estimate([(7, 1, 0, 0)])[0] == pytest.approx(top)
 
 
 def test_rejected_parent_teaches_nothing_about_children() -> None:

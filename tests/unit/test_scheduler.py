@@ -104,7 +104,7 @@ def test_a_cut_keeps_every_field_of_the_kept_nodes() -> None:
     assert plan.draft.tokens.tolist() == [10, 11]
     assert plan.draft.parents.tolist() == [-1, 0]
     assert plan.draft.score.tolist() == [4.0, 4.0] and plan.draft.rank.tolist() == [0, 1]
-    assert plan.survival[0] > 0.8 and plan.survival[1] <= plan.survival[0]
+    assert plan.survival[0] > 0.6 and plan.survival[1] <= plan.survival[0]
 
 
 def test_aux_tokens_are_charged() -> None:
