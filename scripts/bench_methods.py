@@ -4,8 +4,10 @@
     python scripts/bench_methods.py --methods racer@capacity=8 racer@capacity=16 racer@capacity=32
 
 A contender is ``<method>`` or ``<method>@key=value+key=value`` (overrides of
-``conf/method/<method>.yaml``). Greedy, smollm2, HumanEval (chat prompts). Prints a Markdown
-table: tok/s, speedup over our AR, MAT, retrieval hit rate, drafting share, identical outputs.
+``conf/method/<method>.yaml``; ``scheduler=confidence`` and ``scheduler.<key>=value`` set the
+scheduler instead, e.g. ``racer@scheduler=confidence``). Greedy, smollm2, HumanEval (chat
+prompts). Prints a Markdown table: tok/s, speedup over our AR, MAT, retrieval hit rate,
+drafting share, identical outputs.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from racer_bench.bench import (
     interleave,
     loop_runner,
     markdown_table,
-    method_drafter,
+    method_setup,
 )
 from racer_bench.engine.drafter import NullDrafter
 from racer_bench.models import load_smollm2
@@ -33,11 +35,11 @@ from racer_bench.models import load_smollm2
 DEFAULT_METHODS = ["pld", "racer", "logitspec", "recycling", "rest", "lookahead"]
 
 
-def contender(spec: str, vocab_size: int):
-    """``racer@capacity=16+max_breadth=4`` -> the drafter with those overrides."""
+def contender(spec: str, target):
+    """``racer@capacity=16+scheduler=confidence`` -> (drafter, scheduler) with those overrides."""
     method, _, rest = spec.partition("@")
     overrides = [o for o in rest.split("+") if o]
-    return method_drafter(method, vocab_size, overrides)
+    return method_setup(method, target, overrides)
 
 
 def ratio_lines(tallies: dict, methods: list[str]) -> list[str]:
@@ -79,7 +81,8 @@ def main() -> None:
     if not args.no_hf:
         runners["hf_prompt_lookup"] = hf_runner(target, n, prompt_lookup_num_tokens=10)
     for spec in args.methods:
-        runners[spec] = loop_runner(target, contender(spec, target.vocab_size), n)
+        drafter, scheduler = contender(spec, target)
+        runners[spec] = loop_runner(target, drafter, n, scheduler)
     interleave(runners, prompts[:1], progress=False)  # warm-up, not counted
     start = time.time()
 

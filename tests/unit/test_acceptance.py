@@ -8,7 +8,6 @@ import pytest
 import torch
 
 from racer_bench.engine.acceptance import (
-    LEVELS,
     NO_VALUE,
     AcceptanceEstimator,
     node_features,
