@@ -39,8 +39,8 @@ def generation_record(result: GenerationResult) -> dict[str, Any]:
     steps["meta"] = {k: [s.meta.get(k) for s in result.steps] for k in meta_keys}
     for key in SCHEDULER_KEYS:
         values = [getattr(s, key) for s in result.steps]
-        if any(v is not None for v in values):
-            steps[key] = values
+        if any(v is not None for v in values):  # floats rounded: predictions, not measurements
+            steps[key] = [round(v, 4) if isinstance(v, float) else v for v in values]
     record = {
         "tokens": result.tokens,
         "text": result.text,
