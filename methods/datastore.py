@@ -171,6 +171,11 @@ def top_prefixes(conts: np.ndarray, num: int) -> list[list[int]]:
         conts: int array[m, L] of continuations, -1-padded (see :meth:`Datastore.continuations`).
         num: how many prefixes (= draft nodes) to keep.
     """
+    return [prefix for prefix, _ in top_prefix_counts(conts, num)]
+
+
+def top_prefix_counts(conts: np.ndarray, num: int) -> list[tuple[list[int], int]]:
+    """:func:`top_prefixes` with each prefix's count (how many continuations start with it)."""
     if conts.size == 0 or num <= 0:
         return []
     rows = conts[np.lexsort(conts.T[::-1])]  # lexicographic row order: equal prefixes adjoin
@@ -186,7 +191,7 @@ def top_prefixes(conts: np.ndarray, num: int) -> list[list[int]]:
         firsts.append(starts[valid])
     count, depth, first = (np.concatenate(a) for a in (counts, depths, firsts))
     order = np.lexsort((first, depth, -count))[:num]
-    return [rows[first[i], : depth[i] + 1].tolist() for i in order]
+    return [(rows[first[i], : depth[i] + 1].tolist(), int(count[i])) for i in order]
 
 
 def stdlib_files() -> list[Path]:

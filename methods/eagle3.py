@@ -18,11 +18,18 @@ Deviations: RoPE without Llama-3 frequency scaling; ``checkpoint: null`` builds 
 
 from __future__ import annotations
 
+import math
 from typing import ClassVar
 
 import torch
 
-from methods.heads import Eagle3Head, eagle3_config, grow_tree, load_eagle3, tree_draft
+from methods.heads import (
+    Eagle3Head,
+    eagle3_config,
+    grow_scored_tree,
+    load_eagle3,
+    tree_draft,
+)
 from racer_bench.engine.drafter import DrafterNeeds
 from racer_bench.engine.structs import Draft, DraftContext, Feedback
 from racer_bench.schema import NonNegativeInt, PositiveInt, Seed
@@ -89,8 +96,10 @@ class Eagle3Drafter:
         grower = _TreeRun(head, self._keys, self._values, self._last)
         depth = min(self.depth, ctx.max_depth)
         budget = min(self.capacity, ctx.budget)
-        tokens, parents = grow_tree(root_logp, grower.expand, depth, self.topk, budget)
-        return tree_draft(tokens, parents, head.draft_ids)
+        tokens, parents, local = grow_scored_tree(
+            root_logp, grower.expand, depth, self.topk, budget
+        )
+        return tree_draft(tokens, parents, head.draft_ids, [math.exp(x) for x in local])
 
     def _consume(self, feats: torch.Tensor, tokens: list[int]) -> None:
         """Run the layer over committed (feature, next token) pairs and extend its KV cache."""

@@ -247,25 +247,24 @@ def grow_scored_tree(
         local += lp.flatten().tolist()
         best = cand.flatten().topk(min(topk, cand.numel())).indices
         frontier = [first + int(b) for b in best]
-    order = _kept_nodes(parents, scores, budget)
-    index = {old: new for new, old in enumerate(order)}
-    return (
-        [tokens[i] for i in order],
-        [index[parents[i]] if parents[i] >= 0 else -1 for i in order],
-        [local[i] for i in order],
-    )
+    kept = _best_indices(parents, scores, budget)
+    return *_reindex(tokens, parents, kept), [local[i] for i in kept]
 
 
 def _best_nodes(
     tokens: list[int], parents: list[int], scores: list[float], budget: int
 ) -> tuple[list[int], list[int]]:
     """The ``budget`` best-scoring nodes whose ancestors are all kept, re-indexed."""
-    order = _kept_nodes(parents, scores, budget)
-    index = {old: new for new, old in enumerate(order)}
-    return [tokens[i] for i in order], [index[parents[i]] if parents[i] >= 0 else -1 for i in order]
+    return _reindex(tokens, parents, _best_indices(parents, scores, budget))
 
 
-def _kept_nodes(parents: list[int], scores: list[float], budget: int) -> list[int]:
+def _reindex(tokens: list[int], parents: list[int], kept: list[int]) -> tuple[list[int], list[int]]:
+    """(tokens, parents) of the ``kept`` nodes (ascending, closed under parents), re-indexed."""
+    index = {old: new for new, old in enumerate(kept)}
+    return [tokens[i] for i in kept], [index[parents[i]] if parents[i] >= 0 else -1 for i in kept]
+
+
+def _best_indices(parents: list[int], scores: list[float], budget: int) -> list[int]:
     """Indices (ascending) of the ``budget`` best-scoring nodes whose ancestors are all kept."""
     kept: set[int] = set()
     for i in sorted(range(len(parents)), key=lambda i: (-scores[i], i)):
@@ -276,13 +275,19 @@ def _kept_nodes(parents: list[int], scores: list[float], budget: int) -> list[in
     return sorted(kept)
 
 
-def tree_draft(tokens: list[int], parents: list[int], draft_ids: torch.Tensor) -> Draft:
-    """A :class:`Draft` of MODEL nodes from draft-vocabulary tokens."""
+def tree_draft(
+    tokens: list[int],
+    parents: list[int],
+    draft_ids: torch.Tensor,
+    probs: list[float] | None = None,
+) -> Draft:
+    """A :class:`Draft` of MODEL nodes from draft-vocabulary tokens (``probs``: Draft.score)."""
     ids = draft_ids[torch.tensor(tokens, dtype=torch.long)] if tokens else torch.zeros(0)
     return Draft(
         tokens=ids.long(),
         parents=torch.tensor(parents, dtype=torch.long),
         source=torch.full((len(tokens),), int(Source.MODEL), dtype=torch.int32),
+        score=None if probs is None else torch.tensor(probs, dtype=torch.float32),
     )
 
 

@@ -26,7 +26,9 @@ reference adds the root one step later; the only effect is that the n-gram befor
 already has it as a continuation); ``topk`` may be set below the capacity to save the target's
 top-k cost (null = capacity, the reference); drafts also respect ``ctx.budget``/``max_depth``.
 Sources: chain A and retrieved tokens are ``RETRIEVAL``, guesses ``NEXT_NEXT``; ``Draft.rank``
-holds each guess's raw rank (-1 elsewhere).
+holds each guess's raw rank (-1 elsewhere). ``Draft.score`` says which guess produced a node:
+1 / (1 + raw rank of its chain's guess), and 1 for chain A (a continuation of the root itself),
+the confidence scheduler's feature.
 """
 
 from __future__ import annotations
@@ -58,6 +60,11 @@ class Chain:
     tokens: list[int]
     sources: list[int]
     rank: int = -1
+
+
+def chain_score(rank: int) -> float:
+    """Score of every node of a chain: 1 for chain A (rank -1), 1 / (1 + rank) for a guess."""
+    return 1.0 if rank < 0 else 1.0 / (1.0 + rank)
 
 
 def length_for_rank(rank: int, thresholds: Sequence[int], lengths: Sequence[int]) -> int:
@@ -107,6 +114,7 @@ def independent_chains(chains: Iterator[Chain], room: int) -> Draft:
     parents: list[int] = []
     sources: list[int] = []
     ranks: list[int] = []
+    scores: list[float] = []
     for chain in chains:
         if len(tokens) >= room:
             break
@@ -116,23 +124,29 @@ def independent_chains(chains: Iterator[Chain], room: int) -> Draft:
         parents += [-1, *range(start, start + take - 1)]
         sources += chain.sources[:take]
         ranks += [chain.rank] + [-1] * (take - 1)
+        scores += [chain_score(chain.rank)] * take
     return Draft(
         tokens=torch.tensor(tokens, dtype=torch.long),
         parents=torch.tensor(parents, dtype=torch.long),
         source=torch.tensor(sources, dtype=torch.int32),
         rank=torch.tensor(ranks, dtype=torch.long),
+        score=torch.tensor(scores, dtype=torch.float32),
     )
 
 
 def merged_chains(chains: Iterator[Chain], room: int) -> Draft:
-    """The same chains merged into a trie of at most ``room`` nodes (first inserter labels)."""
+    """The same chains merged into a trie of at most ``room`` nodes.
+
+    A shared node keeps the first inserter's source and rank and its best chain's score.
+    """
     builder = TrieBuilder(room)
     for chain in chains:
         if builder.full:
             break
         parent = -1
         for j, (token, source) in enumerate(zip(chain.tokens, chain.sources, strict=True)):
-            parent = builder.add(parent, token, source, chain.rank if j == 0 else -1)
+            rank = chain.rank if j == 0 else -1
+            parent = builder.add(parent, token, source, rank, chain_score(chain.rank))
             if parent < 0:
                 break
     return builder.build()

@@ -154,10 +154,13 @@ def window_sizes(window: int, level: int) -> list[int]:
 
 
 def guess_draft(guesses: Sequence[Ngram], budget: int, max_depth: int) -> Draft:
-    """The verification branch: the guesses merged into one trie, cut to budget and depth."""
-    builder = TrieBuilder(budget)
+    """The verification branch: the guesses merged into one trie, cut to budget and depth.
+
+    ``Draft.score`` counts the pooled guesses through each node (the pool hits).
+    """
+    builder = TrieBuilder(budget, score_merge="sum")
     for ngram in guesses:
-        builder.add_path(ngram[:max_depth], Source.RETRIEVAL)
+        builder.add_path(ngram[:max_depth], Source.RETRIEVAL, score=1.0)
     return builder.build()
 
 

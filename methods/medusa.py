@@ -17,11 +17,12 @@ own LM head gives the root). Deviations:
 
 from __future__ import annotations
 
+import math
 from typing import ClassVar
 
 import torch
 
-from methods.heads import MedusaHeads, grow_tree, load_checkpoint, tree_draft
+from methods.heads import MedusaHeads, grow_scored_tree, load_checkpoint, tree_draft
 from racer_bench.engine.drafter import DrafterNeeds
 from racer_bench.engine.structs import Draft, DraftContext, Feedback
 from racer_bench.schema import PositiveInt, Seed
@@ -85,8 +86,8 @@ class MedusaDrafter:
         def expand(frontier: list[int], d: int, *_: list[int]) -> torch.Tensor:
             return logp[d - 1].expand(len(frontier), -1)
 
-        tokens, parents = grow_tree(logp[0], expand, depth, self.topk, budget)
-        return tree_draft(tokens, parents, self.heads.draft_ids)
+        tokens, parents, local = grow_scored_tree(logp[0], expand, depth, self.topk, budget)
+        return tree_draft(tokens, parents, self.heads.draft_ids, [math.exp(x) for x in local])
 
     def update(self, fb: Feedback) -> None:
         if fb.hidden is not None:

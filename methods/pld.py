@@ -11,8 +11,9 @@ last n tokens against every earlier window; the draft is the chain of up to
   continuation; transformers' ``prompt_lookup_num_tokens`` accepts partial ones (default here,
   since a short copy near the end is still a useful draft).
 
-The reference's dummy token on a miss is not reproduced: no match means an empty draft, i.e. a
-plain autoregressive step, which is never slower.
+Every node's ``Draft.score`` is the length n of the matched suffix (the confidence scheduler's
+feature). The reference's dummy token on a miss is not reproduced: no match means an empty
+draft, i.e. a plain autoregressive step, which is never slower.
 """
 
 from __future__ import annotations
@@ -34,7 +35,18 @@ def find_candidate(
     match: str = "earliest",
     require_full: bool = False,
 ) -> list[int]:
-    """Continuation of the longest suffix n-gram that occurred before (empty if none).
+    """Continuation of the longest suffix n-gram that occurred before (empty if none)."""
+    return find_match(tokens, max_ngram_size, num_pred_tokens, match, require_full)[0]
+
+
+def find_match(
+    tokens: np.ndarray,
+    max_ngram_size: int,
+    num_pred_tokens: int,
+    match: str = "earliest",
+    require_full: bool = False,
+) -> tuple[list[int], int]:
+    """(continuation, n) of the longest suffix n-gram that occurred before (([], 0) if none).
 
     Args:
         tokens: int array[L], the whole context (prompt + generated, root last).
@@ -55,8 +67,8 @@ def find_candidate(
             end = min(begin + num_pred_tokens, length)
             if end <= begin or (require_full and end - begin < num_pred_tokens):
                 continue
-            return tokens[begin:end].tolist()
-    return []
+            return tokens[begin:end].tolist(), n
+    return [], 0
 
 
 class PLDDrafter:
@@ -90,8 +102,11 @@ class PLDDrafter:
         if len(self._tokens) != len(ctx.tokens):
             self._tokens = np.asarray(ctx.tokens, dtype=np.int64)
         n = min(self.num_pred_tokens, ctx.budget, ctx.max_depth)
-        chain = find_candidate(self._tokens, self.max_ngram_size, n, self.match, self.require_full)
+        chain, matched = find_match(
+            self._tokens, self.max_ngram_size, n, self.match, self.require_full
+        )
         draft = Draft.chain(chain, Source.RETRIEVAL)
+        draft.score = torch.full((len(chain),), float(matched))  # the matched suffix length
         draft.meta["retrieval_found"] = float(bool(chain))
         return draft
 

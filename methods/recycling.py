@@ -9,14 +9,19 @@ with Token Recycling" (arXiv 2408.08696, ACL 2025). Reference code: Luowaterbi/T
   ``t`` for every tree token (root and every node, accepted or not); for duplicate tokens the
   last tree position wins.
 * Draft: the static template "2.2.2" (80 nodes, depth 6) filled breadth-first, one vectorised
-  gather per layer: ``tokens[layer] = adj[tokens[parent], column]``.
+  gather per layer: ``tokens[layer] = adj[tokens[parent], column]``. ``Draft.rank`` is each
+  node's column, ``Draft.score`` 1 / (1 + the columns summed along its path) (features for
+  the confidence scheduler).
 * ``persist_across_prompts``: the reference creates the matrix once per process and never resets
   it (warm across questions); here the default (false) resets it per prompt so results do not
   depend on prompt order. Set true for the reference behaviour.
 
 Our additions, all off by default: smaller templates ``"bfs<n>"`` keep the first ``n`` nodes of
 "2.2.2" in BFS order ((depth, path) order, so the result is closed under parents; "bfs16" is depth
-2, "bfs32" depth 3); ``seed_from_prompt`` fills rows from the prompt's prefill top-k. The harness
+2, "bfs32" depth 3); ``seed_from_prompt`` fills rows from the prompt's prefill top-k;
+``skip_unwritten`` drops the nodes read from rows the target never wrote (the reference proposes
+token 0 from them), which matters under ``scheduler=confidence``: filler nodes that always fail
+would teach the scheduler that the whole tree fails, and it would stop verifying. The harness
 prefills the whole prompt, while the reference forwards the last prompt token as its first
 root; to keep the same information, the first draft after a reset first writes the row of
 ``tokens[-2]`` from ``DraftContext.root_topk`` (what the reference's first update writes).
@@ -33,7 +38,7 @@ import torch
 
 from racer_bench.engine.drafter import DrafterNeeds
 from racer_bench.engine.structs import Draft, DraftContext, Feedback, Source
-from racer_bench.engine.tree import prune
+from racer_bench.engine.tree import prune, select_nodes
 from racer_bench.schema import PositiveInt
 
 # Reference template "2.2.2" (Spec-Bench model/recycling/tree_template_.py): each node is the path
@@ -104,6 +109,17 @@ class TreeTemplate:
         return len(self.parents)
 
 
+def path_scores(template: TreeTemplate) -> np.ndarray:
+    """float32[N]: 1 / (1 + sum of the top-k columns on the path from the root to each node).
+
+    The nodes reached through top-1 entries only score 1; every lower-ranked step lowers it.
+    """
+    total = np.zeros(len(template), dtype=np.int64)
+    for i, parent in enumerate(template.parents):
+        total[i] = template.columns[i] + (total[parent] if parent >= 0 else 0)
+    return (1.0 / (1.0 + total)).astype(np.float32)
+
+
 def fill_tree(adj: np.ndarray, root: int, template: TreeTemplate) -> np.ndarray:
     """Token ids of the template's nodes: int64[N], one gather per layer.
 
@@ -118,6 +134,22 @@ def fill_tree(adj: np.ndarray, root: int, template: TreeTemplate) -> np.ndarray:
         fathers = flat[template.parents[start:end] + 1]
         flat[start + 1 : end + 1] = adj[fathers, template.columns[start:end]]
     return flat[1:]
+
+
+def informed_nodes(
+    tokens: np.ndarray, root: int, template: TreeTemplate, written: np.ndarray
+) -> list[int]:
+    """Nodes whose every ancestor's row (the root's included) was written by the target.
+
+    Args:
+        tokens: int64[N] the filled template (:func:`fill_tree`).
+        written: bool[V], rows of the adjacency matrix the target has filled.
+    """
+    ok = np.zeros(len(tokens), dtype=bool)
+    for i, parent in enumerate(template.parents):
+        father = root if parent < 0 else tokens[parent]
+        ok[i] = written[father] and (parent < 0 or ok[parent])
+    return np.flatnonzero(ok).tolist()
 
 
 def update_adjacency(adj: np.ndarray, tokens: np.ndarray, topk: np.ndarray) -> None:
@@ -147,6 +179,7 @@ class TokenRecyclingDrafter:
         template: str = "2.2.2",
         persist_across_prompts: bool = False,
         seed_from_prompt: bool = False,
+        skip_unwritten: bool = False,
     ) -> None:
         self.template = TreeTemplate.from_paths(template_paths(template))
         if int(self.template.columns.max()) >= topk:
@@ -155,25 +188,31 @@ class TokenRecyclingDrafter:
         self.topk = topk
         self.persist_across_prompts = persist_across_prompts
         self.seed_from_prompt = seed_from_prompt
+        self.skip_unwritten = skip_unwritten
         self.needs = DrafterNeeds(topk=topk, prefill_topk=seed_from_prompt)
         self.capacity = len(self.template)
         self.adj = np.zeros((vocab_size, topk), dtype=np.int64)
+        self.written = np.zeros(vocab_size, dtype=bool)  # rows the target has filled
         self._parents = torch.from_numpy(self.template.parents.copy())
         self._ranks = torch.from_numpy(self.template.columns.copy())
+        self._scores = torch.from_numpy(path_scores(self.template))
         self._root = 0
         self._fresh = True
 
     def reset(self, prompt_ids: list[int], prompt_topk: torch.Tensor | None) -> None:
         if not self.persist_across_prompts:
             self.adj.fill(0)
+            self.written.fill(False)
         if self.seed_from_prompt and prompt_topk is not None:
             tokens = np.asarray(prompt_ids, dtype=np.int64)
             update_adjacency(self.adj, tokens, prompt_topk.cpu().numpy())
+            self.written[tokens] = True
         self._fresh = True
 
     def propose(self, ctx: DraftContext) -> Draft:
         if self._fresh and ctx.root_topk is not None and len(ctx.tokens) >= 2:
             self.adj[ctx.tokens[-2]] = ctx.root_topk.cpu().numpy()[: self.topk]
+            self.written[ctx.tokens[-2]] = True
         self._root = ctx.root
         tokens = fill_tree(self.adj, ctx.root, self.template)
         n = len(tokens)
@@ -182,7 +221,12 @@ class TokenRecyclingDrafter:
             parents=self._parents.clone(),
             source=torch.full((n,), int(Source.LOGITS), dtype=torch.int32),
             rank=self._ranks.clone(),
+            score=self._scores.clone(),
         )
+        if self.skip_unwritten:
+            draft = select_nodes(
+                draft, informed_nodes(tokens, ctx.root, self.template, self.written)
+            )
         return prune(draft, ctx.budget, ctx.max_depth)
 
     def update(self, fb: Feedback) -> None:
@@ -190,4 +234,5 @@ class TokenRecyclingDrafter:
             return
         tokens = np.concatenate(([self._root], fb.draft.tokens.numpy()))
         update_adjacency(self.adj, tokens, fb.node_topk.cpu().numpy())
+        self.written[tokens] = True
         self._fresh = False

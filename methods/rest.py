@@ -6,7 +6,9 @@ as ``model/rest``). Behaviour followed: the query is the suffix of the context (
 of length ``max_token_span`` down to ``min_token_span`` (16 ... 2); the first length with any
 match is used; the next ``long`` tokens after up to ``k`` matches are retrieved, every prefix of
 every continuation is counted, and the ``num_draft`` most frequent prefixes form the draft tree
-(a trie, source RETRIEVAL). The datastore never changes during decoding.
+(a trie, source RETRIEVAL). The datastore never changes during decoding. Each node's
+``Draft.score`` is its prefix's count over the number of retrieved continuations (the share
+that passes through it; the confidence scheduler's feature).
 
 Where the datastore comes from (:mod:`methods.datastore`):
 
@@ -33,7 +35,7 @@ from typing import ClassVar
 
 import torch
 
-from methods.datastore import Datastore, check_vocab, load_or_build, top_prefixes
+from methods.datastore import Datastore, check_vocab, load_or_build, top_prefix_counts
 from racer_bench.engine.drafter import DrafterNeeds
 from racer_bench.engine.structs import Draft, DraftContext, Feedback, Source
 from racer_bench.engine.tree import TrieBuilder
@@ -68,8 +70,11 @@ def retrieve_draft(
     conts = store.continuations(lo, hi, span, k, long)
     builder = TrieBuilder(num_nodes)
     nodes: dict[tuple[int, ...], int] = {}
-    for prefix in map(tuple, top_prefixes(conts, num_nodes)):  # parents come first
-        nodes[prefix] = builder.add(nodes.get(prefix[:-1], -1), prefix[-1], Source.RETRIEVAL)
+    for path, count in top_prefix_counts(conts, num_nodes):  # parents come first
+        prefix = tuple(path)
+        share = count / len(conts)  # of the retrieved continuations, those through this node
+        parent = nodes.get(prefix[:-1], -1)
+        nodes[prefix] = builder.add(parent, prefix[-1], Source.RETRIEVAL, score=share)
     found = float(len(builder) > 0)
     meta.update(retrieval_found=found, match_span=float(span), n_matches=float(hi - lo))
     return builder.build(meta)

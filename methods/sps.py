@@ -7,8 +7,9 @@ Behaviour followed: the draft model drafts a chain of ``num_tokens`` tokens auto
 with its own KV cache; with ``temperature > 0`` each token is sampled from
 ``softmax(logits / temperature)`` and that row is returned as ``q`` (lossless under
 ``verifier=sampling``), with ``temperature = 0`` the chain is greedy and point-mass.
-``adaptive: true`` follows HF's "heuristic" schedule: +2 tokens after a fully accepted draft,
--1 otherwise.
+``Draft.score`` is the draft model's probability of each drafted token (the confidence
+scheduler's feature). ``adaptive: true`` follows HF's "heuristic" schedule: +2 tokens after a
+fully accepted draft, -1 otherwise.
 
 The draft model is drafting compute (timed as draft time) and is never the target. SmolLM2-135M
 has no smaller sibling sharing its tokenizer on PyPI, so the default draft model is a tiny
@@ -75,14 +76,17 @@ class SpSDrafter:
         logits = self._catch_up(ctx.tokens)
         tokens: list[int] = []
         rows: list[torch.Tensor] = []
+        probs: list[float] = []
         for i in range(n):
-            token, q = self._choose(logits)
+            token, q, prob = self._choose(logits)
             tokens.append(token)
             rows.append(q)
+            probs.append(prob)
             if i + 1 < n:
                 logits = self.model.forward_tree(token, Draft.empty()).logits[-1]
                 self._cached.append(token)
         draft = Draft.chain(tokens, Source.MODEL)
+        draft.score = torch.tensor(probs, dtype=torch.float32)
         if self.temperature > 0:
             draft.q = torch.stack(rows)
         draft.meta["draft_k"] = float(n)
@@ -102,13 +106,19 @@ class SpSDrafter:
         self._cached = list(committed)
         return logits
 
-    def _choose(self, logits: torch.Tensor) -> tuple[int, torch.Tensor]:
-        """Greedy (empty q) or a sample from ``softmax(logits / temperature)`` and that row."""
+    def _choose(self, logits: torch.Tensor) -> tuple[int, torch.Tensor, float]:
+        """(token, q row, the draft model's probability of the token).
+
+        Greedy: the argmax, an empty q, its softmax probability; sampling: a draw from
+        ``softmax(logits / temperature)``, that row and the drawn token's entry.
+        """
         if self.temperature <= 0:
-            return int(logits.argmax()), logits.new_zeros(0)
+            token = int(logits.argmax())
+            prob = float(torch.softmax(logits.double(), -1)[token])
+            return token, logits.new_zeros(0), prob
         probs = torch.softmax(logits.double() / self.temperature, -1)
         token = int(torch.multinomial(probs, 1, generator=self.rng))
-        return token, probs.to(logits.dtype)
+        return token, probs.to(logits.dtype), float(probs[token])
 
     def update(self, fb: Feedback) -> None:
         if not self.adaptive or not len(fb.draft):

@@ -19,6 +19,7 @@ from hydra.utils import instantiate
 
 from racer_bench.engine.decode import LoopOptions, generate
 from racer_bench.engine.drafter import Drafter
+from racer_bench.engine.scheduler import Scheduler
 from racer_bench.engine.stopping import StopRule
 from racer_bench.engine.target import HFTarget
 from racer_bench.engine.verify import GreedyVerifier
@@ -51,13 +52,15 @@ class Tally:
 Runner = Callable[[list[int]], tuple[list[int], float, list[Any]]]
 
 
-def loop_runner(target: HFTarget, drafter: Drafter, max_new_tokens: int) -> Runner:
-    """Our decode loop with a drafter, greedy; returns (tokens, seconds, steps)."""
+def loop_runner(
+    target: HFTarget, drafter: Drafter, max_new_tokens: int, scheduler: Scheduler | None = None
+) -> Runner:
+    """Our decode loop with a drafter (and scheduler), greedy; returns (tokens, seconds, steps)."""
 
     def run(ids: list[int]) -> tuple[list[int], float, list[Any]]:
         stop = StopRule(target.eos_ids, max_new_tokens)
         result = generate(target, drafter, GreedyVerifier(), ids, stop, torch.Generator(),
-                          LoopOptions())  # fmt: skip
+                          LoopOptions(), scheduler=scheduler)  # fmt: skip
         return result.tokens, result.wall_time, result.steps
 
     return run
@@ -94,6 +97,24 @@ def method_drafter(method: str, vocab_size: int, overrides: Sequence[str] = ()) 
         cfg = compose("config", [f"method={method}", *(f"method.{o}" for o in overrides)])
     check(cfg.method, None, "method.")  # one-line ConfigError for a bad value, before building
     return instantiate(cfg.method)(vocab_size=vocab_size)
+
+
+def method_setup(
+    method: str, target: HFTarget, overrides: Sequence[str] = ()
+) -> tuple[Drafter, Scheduler]:
+    """A drafter from ``conf/method/<method>.yaml`` and its scheduler.
+
+    ``scheduler=...`` and ``scheduler.<key>=...`` overrides go to the scheduler group (e.g.
+    ``scheduler=confidence``, which also sizes the candidates); the rest to the method.
+    """
+    from racer_bench.runner import cost_profile, make_scheduler
+
+    top = [o for o in overrides if o.split("=")[0].split(".")[0] == "scheduler"]
+    own = [f"method.{o}" for o in overrides if o not in top]
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        cfg = compose("config", [f"method={method}", *top, *own])
+    drafter = instantiate(cfg.method)(vocab_size=target.vocab_size)
+    return drafter, make_scheduler(cfg, cost_profile(cfg, target, drafter))
 
 
 def interleave(

@@ -21,7 +21,8 @@ from racer_bench.analysis.report import print_summary
 from racer_bench.errors import ConfigError, RunStopped, find_config_error
 
 CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
-GROUPS = ("model", "method", "verifier", "task", "logger", "experiment", "sweep", "debug")
+GROUPS = ("model", "method", "verifier", "scheduler", "task", "logger", "experiment", "sweep",
+          "debug")  # fmt: skip
 
 
 def check_group_choices(argv: list[str], conf_dir: Path = CONF_DIR) -> None:

@@ -1,10 +1,12 @@
 """OmegaConf resolvers used by ``conf/``: hardware-dependent defaults.
 
 ``hardware: ${device_kind:${model.device}}`` in ``conf/config.yaml`` is ``cpu`` or ``gpu``;
-method YAMLs size their drafts with ``${by_hardware:${hardware},<cpu value>,<gpu value>}``.
-Why: a draft tree costs almost nothing extra on a GPU (the papers' 64 nodes), but on a CPU the
-forward pass grows with the number of tree tokens (docs/benchmarks.md: a 64-token forward costs
-~4x a 1-token one), so the CPU defaults are the best capacities of the CPU capacity sweep.
+method YAMLs size their drafts with ``${draft_size:<cpu value>,<gpu value>}``, which follows
+``scheduler.draft_sizing``: the hardware under ``scheduler=fixed``, always ``gpu`` under
+``scheduler=confidence`` (its candidates are cut per step by the scheduler). Why: a draft tree
+costs almost nothing extra on a GPU (the papers' 64 nodes), but on a CPU the forward pass grows
+with the number of tree tokens (docs/benchmarks.md: a 64-token forward costs ~4x a 1-token
+one), so the CPU defaults are the best capacities of the CPU capacity sweep.
 Override ``hardware=gpu`` to get the papers' sizes anywhere.
 """
 
@@ -27,17 +29,32 @@ def device_kind(device: str) -> str:
     return "cpu" if device.startswith("cpu") else "gpu"
 
 
-def by_hardware(hardware: str, cpu_value: Any, gpu_value: Any) -> Any:
+def by_hardware(hardware: str, cpu_value: Any, gpu_value: Any, key: str = "hardware") -> Any:
     """``cpu_value`` on a CPU, ``gpu_value`` on an accelerator."""
     if hardware not in HARDWARE:
         from racer_bench.errors import ConfigError
 
-        raise ConfigError(f"hardware={hardware}: allowed values are {', '.join(HARDWARE)}")
+        raise ConfigError(f"{key}={hardware}: allowed values are {', '.join(HARDWARE)}")
     return cpu_value if hardware == "cpu" else gpu_value
+
+
+def draft_size(cpu_value: Any, gpu_value: Any, *, _root_: Any) -> Any:
+    """The draft size for ``scheduler.draft_sizing`` (``hardware`` when there is no scheduler).
+
+    A run config from before the scheduler group existed has no ``scheduler`` key; its sizes
+    follow ``hardware`` as they did then.
+    """
+    sizing = OmegaConf.select(_root_, "scheduler.draft_sizing", default=None)
+    if sizing is None:
+        return by_hardware(OmegaConf.select(_root_, "hardware", default="cpu"), cpu_value,
+                           gpu_value)  # fmt: skip
+    return by_hardware(sizing, cpu_value, gpu_value, key="scheduler.draft_sizing")
 
 
 def register() -> None:
     """Register the resolvers once (importing ``racer_bench`` does it)."""
-    for name, fn in (("device_kind", device_kind), ("by_hardware", by_hardware)):
+    resolvers = (("device_kind", device_kind), ("by_hardware", by_hardware),
+                 ("draft_size", draft_size))  # fmt: skip
+    for name, fn in resolvers:
         if not OmegaConf.has_resolver(name):
             OmegaConf.register_new_resolver(name, fn)

@@ -21,8 +21,10 @@ from racer_bench.analysis import records as R
 from racer_bench.analysis import tracking
 from racer_bench.analysis.summary import summarize
 from racer_bench.analysis.tracking import LoggerConfig
+from racer_bench.engine.cost import CostProfile, check_spec, resolve_profile
 from racer_bench.engine.decode import LoopOptions, generate
 from racer_bench.engine.drafter import Drafter, NullDrafter
+from racer_bench.engine.scheduler import FixedScheduler, Scheduler
 from racer_bench.engine.stopping import StopRule
 from racer_bench.engine.target import HFTarget
 from racer_bench.engine.verify import GreedyVerifier, Verifier
@@ -31,6 +33,7 @@ from racer_bench.schema import Instantiable, NonNegativeInt, PositiveInt, Seed, 
 from racer_bench.tasks.base import Prompt, Task
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
+PROFILE_FILE = "cost_profile.json"
 
 
 @dataclass
@@ -40,6 +43,7 @@ class Mode:
     name: str
     drafter: Drafter
     verifier: Verifier
+    scheduler: Scheduler = field(default_factory=FixedScheduler)
 
 
 @dataclass
@@ -52,6 +56,7 @@ class Setup:
     modes: list[Mode]
     options: LoopOptions
     max_new_tokens: int
+    profile: CostProfile | None = None  # the scheduler's cost curve, saved in the run folder
 
 
 @dataclass
@@ -86,6 +91,7 @@ class RunConfig:
     method: Instantiable = field(default_factory=dict)
     verifier: Instantiable = field(default_factory=dict)
     task: Instantiable = field(default_factory=dict)
+    scheduler: Instantiable = field(default_factory=dict)
     logger: LoggerConfig = field(default_factory=LoggerConfig)
     paths: PathsConfig = field(default_factory=PathsConfig)
     # conf/experiment/racer_ablation.yaml: the variant and the method keys of each variant
@@ -96,6 +102,9 @@ class RunConfig:
 def validate(cfg: DictConfig) -> None:
     """Check every key against :class:`RunConfig` before anything loads (one-line ConfigError)."""
     check(cfg, RunConfig)
+    scheduler = cfg.get("scheduler") or {}
+    if "profile" in scheduler:
+        check_spec(scheduler.profile)
 
 
 def construct(node: DictConfig, group: str, **kwargs: Any) -> Any:
@@ -142,17 +151,38 @@ def build(cfg: DictConfig) -> Setup:
     target: HFTarget = construct(cfg.model, "model")
     target.set_engine(cfg.get("engine", "auto"))
     verifier: Verifier = construct(cfg.verifier, "verifier")
-    method = Mode("method", construct(cfg.method, "method", vocab_size=target.vocab_size), verifier)
+    drafter = construct(cfg.method, "method", vocab_size=target.vocab_size)
+    profile = cost_profile(cfg, target, drafter)
+    method = Mode("method", drafter, verifier, make_scheduler(cfg, profile))
     modes = [method]
     if cfg.baseline == "same_run":
         modes.insert(0, Mode("baseline", NullDrafter(), verifier))
     if not verifier.lossless:  # lossy verifiers are judged against strict greedy, same drafter
         strict_drafter = construct(cfg.method, "method", vocab_size=target.vocab_size)
-        modes.append(Mode("strict", strict_drafter, GreedyVerifier()))
+        modes.append(Mode("strict", strict_drafter, GreedyVerifier(), make_scheduler(cfg, profile)))
     max_new = task.max_new_tokens or cfg.max_new_tokens
     gc.collect()
     gc.freeze()  # model objects never die: keep full collections from pausing decode steps
-    return Setup(cfg, target, task, modes, LoopOptions(max_draft=cfg.max_draft), max_new)
+    options = LoopOptions(max_draft=cfg.max_draft)
+    return Setup(cfg, target, task, modes, options, max_new, profile)
+
+
+def cost_profile(cfg: DictConfig, target: HFTarget, drafter: Drafter) -> CostProfile | None:
+    """The scheduler's cost curve up to the largest forward the drafter can make (or None)."""
+    scheduler = cfg.get("scheduler") or {}
+    if "profile" not in scheduler:
+        return None
+    largest = min(int(getattr(drafter, "capacity", cfg.max_draft)), cfg.max_draft)
+    largest += 1 + int(getattr(drafter, "aux_capacity", 0))  # the root and any aux branch
+    reps = int(scheduler.get("profile_reps", 5))
+    return resolve_profile(scheduler.profile, target, cfg.paths.cache_dir, largest, reps)
+
+
+def make_scheduler(cfg: DictConfig, profile: CostProfile | None) -> Scheduler:
+    """A fresh scheduler of ``cfg.scheduler`` (one per mode: each keeps its own statistics)."""
+    if "scheduler" not in cfg:
+        return FixedScheduler()
+    return construct(cfg.scheduler, "scheduler", **({"profile": profile} if profile else {}))
 
 
 def generate_turns(setup: Setup, mode: Mode, prompt: Prompt, seed: int) -> list[dict[str, Any]]:
@@ -165,7 +195,8 @@ def generate_turns(setup: Setup, mode: Mode, prompt: Prompt, seed: int) -> list[
         ids = task.render(prompt, turn, history, target.tokenizer)
         stop = StopRule(target.eos_ids, setup.max_new_tokens, task.stop_strings,
                         decode=target.tokenizer.decode)  # fmt: skip
-        result = generate(target, mode.drafter, mode.verifier, ids, stop, rng, setup.options)
+        result = generate(target, mode.drafter, mode.verifier, ids, stop, rng, setup.options,
+                          scheduler=mode.scheduler)  # fmt: skip
         history.append(result.text)
         out.append(R.generation_record(result))
     return out
@@ -219,6 +250,11 @@ def run_manifest(setup: Setup, choices: dict[str, str]) -> dict[str, Any]:
             "persist_across_prompts": bool(
                 getattr(method.drafter, "persist_across_prompts", False)
             ),
+            "scheduler": choices.get("scheduler") or method.scheduler.name,
+            "scheduler_persist_across_prompts": bool(method.scheduler.persist_across_prompts),
+            "cost_profile": None
+            if setup.profile is None
+            else {"file": PROFILE_FILE, "source": setup.profile.meta.get("source")},
             "deterministic": torch.are_deterministic_algorithms_enabled(),
             "started": time.strftime("%Y-%m-%dT%H:%M:%S"),
             "config": OmegaConf.to_container(cfg, resolve=True),
@@ -274,6 +310,8 @@ def _run_in(
     total: int | None = None
     try:
         setup = build(cfg)
+        if setup.profile is not None and not (run_dir / PROFILE_FILE).exists():
+            setup.profile.save(run_dir / PROFILE_FILE)
         if resumed is None:
             R.write_json(run_dir / R.MANIFEST_FILE, run_manifest(setup, choices))
         else:

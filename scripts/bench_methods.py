@@ -5,12 +5,13 @@
     python scripts/bench_methods.py --prompt-style completion --threads 1 --eager-ar --hf-generate
 
 A contender is ``<method>`` or ``<method>@key=value+key=value`` (overrides of
-``conf/method/<method>.yaml``). Greedy, smollm2, HumanEval (chat prompts, or the bare code
-completion prompts with ``--prompt-style completion``). Our loop runs on ``--engine``; the
-transformers contenders (``generate()``, prompt lookup) always run on a separate, untouched
-eager copy of the model, and ``--eager-ar`` adds our AR loop on that copy (``ar_eager``), so
-engine gains show up against both. Prints a Markdown table: tok/s, speedup over our AR, MAT,
-retrieval hit rate, drafting share, identical outputs.
+``conf/method/<method>.yaml``; ``scheduler=confidence`` and ``scheduler.<key>=value`` set the
+scheduler instead, e.g. ``racer@scheduler=confidence``). Greedy, smollm2, HumanEval (chat
+prompts, or the bare code completion prompts with ``--prompt-style completion``). Our loop
+runs on ``--engine``; the transformers contenders (``generate()``, prompt lookup) always run on
+a separate, untouched eager copy of the model, and ``--eager-ar`` adds our AR loop on that copy
+(``ar_eager``), so engine gains show up against both. Prints a Markdown table: tok/s, speedup
+over our AR, MAT, retrieval hit rate, drafting share, identical outputs.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from racer_bench.bench import (
     interleave,
     loop_runner,
     markdown_table,
-    method_drafter,
+    method_setup,
 )
 from racer_bench.engine.drafter import NullDrafter
 from racer_bench.models import load_smollm2
@@ -38,11 +39,11 @@ from racer_bench.models import load_smollm2
 DEFAULT_METHODS = ["pld", "racer", "logitspec", "recycling", "rest", "lookahead"]
 
 
-def contender(spec: str, vocab_size: int):
-    """``racer@capacity=16+max_breadth=4`` -> the drafter with those overrides."""
+def contender(spec: str, target):
+    """``racer@capacity=16+scheduler=confidence`` -> (drafter, scheduler) with those overrides."""
     method, _, rest = spec.partition("@")
     overrides = [o for o in rest.split("+") if o]
-    return method_drafter(method, vocab_size, overrides)
+    return method_setup(method, target, overrides)
 
 
 def ratio_lines(tallies: dict[str, Tally], methods: list[str]) -> list[str]:
@@ -95,7 +96,8 @@ def main() -> None:
         if not args.no_hf:
             runners["hf_prompt_lookup"] = hf_runner(eager, n, prompt_lookup_num_tokens=10)
     for spec in args.methods:
-        runners[spec] = loop_runner(target, contender(spec, target.vocab_size), n)
+        drafter, scheduler = contender(spec, target)
+        runners[spec] = loop_runner(target, drafter, n, scheduler)
     interleave(runners, prompts[:1], progress=False)  # warm-up, not counted
     start = time.time()
 

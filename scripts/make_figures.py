@@ -3,8 +3,9 @@
     python scripts/make_figures.py --results results/racer_main --out docs/figures
 
 Each figure of ``racer_bench.analysis.plots`` is drawn when the runs hold data for it (speedup_mat,
-categories, accept_hist, retrieval, accepted_ranks, capacity, asd_frontier). The newest run per
-method variant and task is used; runs of different models, dtypes or hardware are refused.
+categories, accept_hist, retrieval, accepted_ranks, capacity, asd_frontier, and for
+``scheduler=confidence`` runs reliability and draft_size_cost). The newest run per method
+variant and task is used; runs of different models, dtypes or hardware are refused.
 """
 
 from __future__ import annotations

@@ -95,10 +95,12 @@ def context_notes(df: pd.DataFrame) -> list[str]:
 
 
 def lossless_defaults(runs_df: pd.DataFrame) -> pd.DataFrame:
-    """Runs of each method with its YAML defaults and a lossless verifier."""
+    """Runs of each method with its YAML defaults, a lossless verifier and the fixed scheduler."""
     if runs_df.empty:
         return runs_df
     keep = (runs_df["variant"] == "") & runs_df["lossless"].astype(bool)
+    if "scheduler" in runs_df:
+        keep &= runs_df["scheduler"] == "fixed"
     return runs_df[keep & (runs_df["method"] != "ar")]
 
 

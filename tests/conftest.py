@@ -13,6 +13,7 @@ from omegaconf import DictConfig
 
 from racer_bench.engine.decode import LoopOptions, generate
 from racer_bench.engine.drafter import Drafter, NullDrafter
+from racer_bench.engine.scheduler import Scheduler
 from racer_bench.engine.stopping import StopRule
 from racer_bench.engine.structs import GenerationResult
 from racer_bench.engine.target import HFTarget
@@ -82,6 +83,7 @@ def run_generate(
     verifier: Verifier | None = None,
     stop_strings: tuple[str, ...] = (),
     seed: int = 0,
+    scheduler: Scheduler | None = None,
 ) -> GenerationResult:
     """One generation with checks of the draft contract switched on."""
     stop = StopRule(
@@ -99,6 +101,7 @@ def run_generate(
         stop,
         rng,
         LoopOptions(check_drafts=True),
+        scheduler=scheduler,
     )
 
 

@@ -8,7 +8,9 @@ summarized the same way as a finished one. Frames:
 * :func:`runs_frame`: one row per run (manifest, hyperparameters, summary metrics, CIs);
 * :func:`prompts_frame`: one row per run x prompt;
 * :func:`categories_frame`: one row per run x category (or reporting group);
-* :func:`hist_frame` / :func:`ranks_frame`: accepted-length and accepted-rank counts.
+* :func:`hist_frame` / :func:`ranks_frame`: accepted-length and accepted-rank counts;
+* :func:`calibration_frame` / :func:`draft_sizes_frame`: the confidence scheduler's reliability
+  bins and its forward sizes against the run's cost curve.
 
 Runs are only compared when their model, dtype and hardware agree, and, within a task, their
 ``max_new_tokens`` (:func:`check_comparable`).
@@ -33,6 +35,7 @@ from omegaconf import OmegaConf
 from racer_bench.analysis import metrics as M
 from racer_bench.analysis import records as R
 from racer_bench.analysis.summary import score_block, speed_block, summarize
+from racer_bench.engine import cost as C
 
 log = logging.getLogger(__name__)
 CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
@@ -264,13 +267,13 @@ def group_defaults(
 
 
 def overrides(run: Run) -> dict[str, Any]:
-    """Method and verifier values that differ from their YAML defaults (the run's variant).
+    """Method, verifier and scheduler values that differ from their YAML defaults (the variant).
 
     The defaults are those of this checkout's ``conf/``: a default changed after the run shows
     up as a variant of the older runs.
     """
     diff = {}
-    for group in ("method", "verifier"):
+    for group in ("method", "verifier", "scheduler"):
         choice = run.manifest.get(group)
         defaults = group_defaults(group, choice, context=run.config)
         for key, value in flatten(run.config.get(group) or {}, group).items():
@@ -287,11 +290,14 @@ def variant_string(diff: dict[str, Any], drop: Iterable[str] = ()) -> str:
 
 
 def run_label(run: Run, drop: Iterable[str] = ()) -> str:
-    """Display name: method, verifier when not greedy, and non-default hyperparameters."""
+    """Display name: method, non-greedy verifier, non-fixed scheduler, non-default values."""
     name = METHOD_NAMES.get(run.method, run.method)
     verifier = run.manifest.get("verifier")
     if verifier and verifier != "greedy":
         name += f" + {verifier.upper() if verifier == 'asd' else verifier}"
+    scheduler = run.manifest.get("scheduler")
+    if scheduler and scheduler != "fixed":
+        name += f" + {scheduler} scheduler"
     variant = variant_string(overrides(run), drop)
     return f"{name} [{variant}]" if variant else name
 
@@ -354,6 +360,7 @@ def run_meta(run: Run) -> dict[str, Any]:
         "method": run.method,
         "task": run.task,
         "verifier": run.manifest.get("verifier"),
+        "scheduler": run.manifest.get("scheduler") or "fixed",
         "variant": variant_string(overrides(run)),
         "model": run.manifest.get("model_name") or run.manifest.get("model"),
         **{key: run.manifest.get(key) for key in ("dtype", "device", "max_new_tokens")},
@@ -377,6 +384,7 @@ def run_row(run: Run) -> dict[str, Any]:
     }
     row |= flatten(run.config.get("method") or {}, "method")
     row |= flatten(run.config.get("verifier") or {}, "verifier")
+    row |= flatten(run.config.get("scheduler") or {}, "scheduler")
     row |= scalars(run.summary, run.metric)
     if "mat_ci" not in run.cache:
         run.cache["mat_ci"] = mat_ci(run.ok)
@@ -560,3 +568,66 @@ def load_cli(args: argparse.Namespace) -> list[Run]:
     except (IncompatibleRunsError, FileNotFoundError) as error:
         raise SystemExit(f"error: {error}") from None
     return runs if args.all_runs else latest_runs(runs)
+
+
+def calibration_frame(runs: Sequence[Run]) -> pd.DataFrame:
+    """Reliability bins of the scheduler's per-node survival predictions, per run.
+
+    One row per run x non-empty bin: ``bin_low``/``bin_high`` (predicted survival range),
+    ``nodes``, ``predicted`` (mean prediction in the bin), ``accepted`` (share accepted) and the
+    run's ``calibration_error`` (:func:`racer_bench.analysis.metrics.calibration_error`). Runs
+    without predictions (``scheduler=fixed``, older runs) are left out.
+    """
+    rows = []
+    for run in runs:
+        table = M.calibration_table(run.ok)
+        if not table:
+            continue
+        n_bins = len(table["count"])
+        meta = run_meta(run) | {"calibration_error": M.calibration_error(run.ok)}
+        for b in range(n_bins):
+            count = float(table["count"][b])
+            if count == 0:
+                continue
+            rows.append(meta | {
+                "bin_low": b / n_bins, "bin_high": (b + 1) / n_bins, "nodes": count,
+                "predicted": table["predicted"][b] / count,
+                "accepted": table["accepted"][b] / count,
+            })  # fmt: skip
+    return _order(pd.DataFrame(rows))
+
+
+def cost_profile(run: Run) -> C.CostProfile | None:
+    """The cost curve a scheduled run used (``cost_profile.json`` named by its manifest)."""
+    named = (run.manifest.get("cost_profile") or {}).get("file")
+    path = run.path / named if named else None
+    return C.CostProfile.load(path) if path is not None and path.exists() else None
+
+
+def draft_sizes_frame(runs: Sequence[Run]) -> pd.DataFrame:
+    """Scheduled forward sizes against each run's cost curve.
+
+    One row per run x forward size N (tokens in the verification forward = draft nodes + root
+    + aux tokens) that the run used or that its curve covers: ``steps`` and ``share`` of the
+    run's steps at that size, ``cost`` = cost(N) on the run's curve. Only runs that saved a
+    cost profile appear; ``candidate_forward_mean`` is the mean forward the unscheduled
+    candidate trees would have made.
+    """
+    rows = []
+    for run in runs:
+        profile = cost_profile(run)
+        if profile is None:
+            continue
+        values, counts = np.unique(M.forward_sizes(run.ok), return_counts=True)
+        steps = dict(zip(values.tolist(), counts.tolist(), strict=True))
+        total = sum(steps.values()) or 1
+        candidates = M.forward_sizes(run.ok, nodes="n_candidates")
+        meta = run_meta(run) | {
+            "candidate_forward_mean": float(np.mean(candidates)) if candidates else math.nan
+        }
+        for size in range(1, max([profile.max_size, *steps]) + 1):
+            n = steps.get(size, 0)
+            rows.append(
+                meta | {"size": size, "steps": n, "share": n / total, "cost": profile(size)}
+            )
+    return _order(pd.DataFrame(rows))

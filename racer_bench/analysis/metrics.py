@@ -169,3 +169,116 @@ def speedup_ci(records: Sequence[Record], mode: str = "method", base: str = "bas
     idx = rng.integers(0, len(records), size=(n_resamples, len(records)))
     ratios = (tok_m[idx].sum(1) / time_m[idx].sum(1)) / (tok_b[idx].sum(1) / time_b[idx].sum(1))
     return float(np.quantile(ratios, 0.025)), float(np.quantile(ratios, 0.975))
+
+
+# ------------------------------------------------------------------ confidence scheduling
+CALIBRATION_BINS = 10  # equal-width bins of predicted survival on [0, 1]
+
+
+def calibration_bins(
+    pairs: Sequence[tuple[float, int]], n_bins: int = CALIBRATION_BINS
+) -> dict[str, list[float]]:
+    """Reliability-diagram bins of per-node predictions.
+
+    Args:
+        pairs: (predicted survival S(v) = P(v accepted), 1 if v was accepted else 0) per
+            verified node.
+        n_bins: equal-width bins on [0, 1]; a prediction of exactly 1 falls in the last one.
+
+    Returns:
+        ``count`` (nodes), ``predicted`` (sum of predictions) and ``accepted`` (sum of
+        outcomes) per bin; sums, so bins of several turns and prompts simply add up.
+    """
+    pred = np.asarray([p for p, _ in pairs], dtype=float)
+    hit = np.asarray([a for _, a in pairs], dtype=float)
+    index = np.clip((pred * n_bins).astype(int), 0, n_bins - 1)
+    return {
+        "count": np.bincount(index, minlength=n_bins).astype(float).tolist(),
+        "predicted": np.bincount(index, pred, minlength=n_bins).tolist(),
+        "accepted": np.bincount(index, hit, minlength=n_bins).tolist(),
+    }
+
+
+def calibration_table(records: Sequence[Record], mode: str = "method") -> dict[str, np.ndarray]:
+    """:func:`calibration_bins` summed over every turn of every prompt (empty when none)."""
+    tables = [t["calibration"] for r in records for t in turns(r, mode) if t.get("calibration")]
+    if not tables:
+        return {}
+    return {key: np.sum([t[key] for t in tables], axis=0) for key in tables[0]}
+
+
+def calibration_error(records: Sequence[Record], mode: str = "method") -> float:
+    """Expected calibration error (ECE) of the per-node survival predictions.
+
+    ECE = sum over bins b of (n_b / n) * |mean predicted S in b - share of b's nodes accepted|,
+    with the :data:`CALIBRATION_BINS` equal-width bins of :func:`calibration_bins`, over every
+    verified node of every step (acceptance before EOS/length cuts). NaN without predictions.
+    """
+    table = calibration_table(records, mode)
+    if not table or table["count"].sum() == 0:
+        return float("nan")
+    return float(np.abs(table["predicted"] - table["accepted"]).sum() / table["count"].sum())
+
+
+def _scheduled_steps(records: Sequence[Record], mode: str) -> list[tuple[float, int]]:
+    """(predicted accepted, realised accepted) of every step that carries a prediction."""
+    out = []
+    for r in records:
+        for t in turns(r, mode):
+            predicted = t["steps"].get("predicted_accepted") or []
+            realised = t["steps"].get("n_accepted") or []
+            out += [(p, a) for p, a in zip(predicted, realised, strict=False) if p is not None]
+    return out
+
+
+def predicted_accepted_mean(records: Sequence[Record], mode: str = "method") -> float:
+    """Mean over steps of the scheduler's expected accepted draft tokens (sum of survivals)."""
+    steps = _scheduled_steps(records, mode)
+    return float(np.mean([p for p, _ in steps])) if steps else float("nan")
+
+
+def realised_accepted_mean(records: Sequence[Record], mode: str = "method") -> float:
+    """Mean accepted draft tokens (bonus excluded) over the same steps as the prediction."""
+    steps = _scheduled_steps(records, mode)
+    return float(np.mean([a for _, a in steps])) if steps else float("nan")
+
+
+def candidate_size_mean(records: Sequence[Record], mode: str = "method") -> float:
+    """Mean nodes proposed per step before scheduling (NaN for runs that predate the field)."""
+    values = [v for r in records for v in step_column(r, mode, "n_candidates") if v is not None]
+    return float(np.mean(values)) if values else float("nan")
+
+
+def forward_sizes(
+    records: Sequence[Record], mode: str = "method", nodes: str = "n_draft"
+) -> list[int]:
+    """Tokens in every verification forward: draft nodes + the root + aux tokens (Lookahead).
+
+    ``nodes="n_candidates"`` gives the forward the unscheduled candidate tree would have made
+    (steps that predate the field are skipped).
+    """
+    sizes = []
+    for r in records:
+        for t in turns(r, mode):
+            steps = t["steps"]
+            aux = steps.get("meta", {}).get("aux_size") or []
+            for i, n in enumerate(steps.get(nodes) or []):
+                extra = aux[i] if i < len(aux) and aux[i] is not None else 0
+                if n is not None:
+                    sizes.append(int(n) + 1 + int(extra))
+    return sizes
+
+
+def tokens_per_cost(records: Sequence[Record], mode: str = "method") -> float:
+    """Committed tokens / summed profile cost of the forwards (1 = AR on the profile's scale).
+
+    A model of throughput relative to AR under the run's cost profile, not a measurement.
+    """
+    committed, cost = 0.0, 0.0
+    for r in records:
+        for t in turns(r, mode):
+            steps = t["steps"]
+            for c, k in zip(steps.get("cost") or [], steps.get("n_committed") or [], strict=False):
+                if c is not None:
+                    committed, cost = committed + k, cost + c
+    return committed / cost if cost > 0 else float("nan")

@@ -10,7 +10,10 @@ so scripts, the notebook and the W&B logger share them and no global state is to
 * :func:`rank_distribution`: accepted logits-tree nodes by copied top-k rank (RACER's
   copy-logit vs last-logit analysis);
 * :func:`capacity_curves`: speedup and MAT vs draft capacity;
-* :func:`asd_frontier`: ASD throughput gain vs accuracy delta over (B, g, M), Pareto marked.
+* :func:`asd_frontier`: ASD throughput gain vs accuracy delta over (B, g, M), Pareto marked;
+* :func:`reliability_diagram`: the confidence scheduler's predicted survival vs the share of
+  nodes accepted, per bin (calibration error in the legend);
+* :func:`draft_size_vs_cost`: forward sizes the scheduler chose, over the run's cost curve.
 
 :func:`all_figures` draws every figure the loaded runs have data for.
 """
@@ -358,6 +361,87 @@ def asd_frontier(runs_df: pd.DataFrame) -> Figure:
     return _finish(fig, f"ASD frontier over budget B, gate g, cap M (drafter: {methods})", df)
 
 
+def reliability_diagram(cal_df: pd.DataFrame, runs_df: pd.DataFrame | None = None) -> Figure:
+    """Predicted survival vs observed acceptance per bin (top) and nodes per bin (bottom).
+
+    A calibrated scheduler's points lie on the diagonal; points below it are over-confident
+    (the scheduler verifies nodes that fail more often than it expects).
+
+    Args:
+        cal_df: :func:`racer_bench.analysis.frames.calibration_frame`.
+        runs_df: optional, only for the model/hardware line of the title.
+    """
+    if cal_df.empty:
+        raise ValueError("no run with scheduler predictions (scheduler=confidence)")
+    fig = Figure(figsize=(WIDTH * 0.7, 5.2))
+    ax, ax_count = fig.subplots(2, 1, sharex=True, gridspec_kw={"height_ratios": [3, 1]})
+    labels = list(dict.fromkeys(cal_df["label"]))
+    palette = colors(labels)
+    width = 0.1 / max(len(labels), 1)
+    ax.plot([0, 1], [0, 1], color="black", lw=0.8, ls="--", label="perfect calibration")
+    for i, label in enumerate(labels):
+        rows = cal_df[cal_df["label"] == label]
+        ece = float(rows["calibration_error"].iloc[0])
+        ax.plot(rows["predicted"], rows["accepted"], marker="o", ms=4, color=palette[label],
+                label=f"{label} (ECE {ece:.3f})")  # fmt: skip
+        centres = (rows["bin_low"] + rows["bin_high"]) / 2
+        offset = (i - (len(labels) - 1) / 2) * width
+        ax_count.bar(centres + offset, rows["nodes"], width, color=palette[label])
+    ax.set_xlim(0, 1)
+    ax.set_ylim(0, 1)
+    ax.set_ylabel("share of nodes accepted")
+    ax.grid(alpha=0.3)
+    ax_count.set_yscale("log")
+    ax_count.set_ylabel("nodes")
+    ax_count.set_xlabel("predicted survival S(v) = P(node accepted), 10 equal-width bins")
+    title = "Scheduler calibration: predicted vs realised acceptance of verified nodes"
+    return _finish(fig, title, runs_df if runs_df is not None else cal_df, ax)
+
+
+def draft_size_vs_cost(sizes_df: pd.DataFrame, runs_df: pd.DataFrame | None = None) -> Figure:
+    """Per run: share of steps at each forward size (bars) over its cost curve (line).
+
+    Args:
+        sizes_df: :func:`racer_bench.analysis.frames.draft_sizes_frame`.
+        runs_df: optional, only for the model/hardware line of the title.
+    """
+    if sizes_df.empty:
+        raise ValueError("no run that saved a cost profile (scheduler=confidence)")
+    labels = list(dict.fromkeys(sizes_df["label"]))
+    ncols = min(len(labels), 3)
+    nrows = -(-len(labels) // ncols)
+    fig = Figure(figsize=(WIDTH, 2.9 * nrows + 0.6))
+    axes = fig.subplots(nrows, ncols, squeeze=False).flatten()
+    for ax in axes[len(labels) :]:
+        ax.set_visible(False)
+    for ax, label in zip(axes, labels, strict=False):
+        rows = sizes_df[sizes_df["label"] == label]
+        used = rows[rows["steps"] > 0]
+        ax.bar(used["size"], used["share"] * 100, width=0.9, color=PALETTE[0],
+               label="steps at this forward size")  # fmt: skip
+        ax.set_xlabel("tokens in the verification forward (N)")
+        ax.set_title(label, fontsize=8)
+        ax.grid(axis="y", alpha=0.3)
+        curve = ax.twinx()
+        curve.plot(rows["size"], rows["cost"], color=PALETTE[3], lw=1.2, label="cost(N)")
+        candidates = float(rows["candidate_forward_mean"].iloc[0])
+        if not np.isnan(candidates):
+            ax.axvline(candidates, color="#8c8c8c", ls=":", lw=1,
+                       label="mean unscheduled candidate forward")  # fmt: skip
+        curve.set_ylabel("cost(N) / cost(1)", color=PALETTE[3])
+        curve.set_ylim(bottom=0)
+    axes[0].set_ylabel("share of steps (%)")
+    handles, names = axes[0].get_legend_handles_labels()
+    curve_handles, curve_names = fig.axes[-1].get_legend_handles_labels()
+    fig.legend(handles + curve_handles, names + curve_names, loc="lower center", ncol=3,
+               fontsize=8, frameon=False)  # fmt: skip
+    context = context_line(runs_df if runs_df is not None else sizes_df)
+    title = "Draft sizes the scheduler chose, over the target's cost curve"
+    fig.suptitle(f"{title}\n{context}", fontsize=9)
+    fig.tight_layout(rect=(0, 0.45 / fig.get_figheight(), 1, 1))
+    return fig
+
+
 def racer_first(ranks_df: pd.DataFrame) -> pd.DataFrame:
     """RACER's rows when there are any (the copy- vs last-logit analysis), else all rows."""
     if not ranks_df.empty and (ranks_df["method"] == "racer").any():
@@ -376,6 +460,8 @@ def all_figures(runs: Sequence[F.Run]) -> dict[str, Figure]:
         "accepted_ranks": lambda: rank_distribution(racer_first(F.ranks_frame(runs)), runs_df),
         "capacity": lambda: capacity_curves(runs_df),
         "asd_frontier": lambda: asd_frontier(runs_df),
+        "reliability": lambda: reliability_diagram(F.calibration_frame(runs), runs_df),
+        "draft_size_cost": lambda: draft_size_vs_cost(F.draft_sizes_frame(runs), runs_df),
     }
     figures = {}
     for name, make in makers.items():

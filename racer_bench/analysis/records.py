@@ -15,6 +15,7 @@ from typing import Any
 
 import torch
 
+from racer_bench.analysis.metrics import calibration_bins
 from racer_bench.engine.structs import GenerationResult, Source
 from racer_bench.interrupts import signals_deferred
 
@@ -25,6 +26,7 @@ MANIFEST_FILE = "manifest.json"
 INCOMPLETE_FILE = "INCOMPLETE"  # present while a run has not finished
 STEP_KEYS = ("n_draft", "depth", "n_accepted", "n_committed", "t_draft", "t_verify", "t_update",
              "n_relaxed", "regret")  # fmt: skip
+SCHEDULER_KEYS = ("n_candidates", "predicted_accepted", "cost")  # written when a step has them
 
 
 def generation_record(result: GenerationResult) -> dict[str, Any]:
@@ -39,7 +41,11 @@ def generation_record(result: GenerationResult) -> dict[str, Any]:
     steps["accepted_ranks"] = [s.accepted_ranks for s in result.steps]
     meta_keys = sorted({k for s in result.steps for k in s.meta})
     steps["meta"] = {k: [s.meta.get(k) for s in result.steps] for k in meta_keys}
-    return {
+    for key in SCHEDULER_KEYS:
+        values = [getattr(s, key) for s in result.steps]
+        if any(v is not None for v in values):  # floats rounded: predictions, not measurements
+            steps[key] = [round(v, 4) if isinstance(v, float) else v for v in values]
+    record = {
         "tokens": result.tokens,
         "text": result.text,
         "prefill_time": result.prefill_time,
@@ -47,6 +53,10 @@ def generation_record(result: GenerationResult) -> dict[str, Any]:
         "stop_reason": result.stop_reason,
         "steps": steps,
     }
+    pairs = [pair for s in result.steps for pair in s.calibration]
+    if pairs:
+        record["calibration"] = calibration_bins(pairs)
+    return record
 
 
 def append_prompt(run_dir: Path, record: dict[str, Any]) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -80,6 +81,24 @@ def strict_block(records: Sequence[Record], metric: str | None) -> dict[str, Any
     return out
 
 
+def scheduler_block(records: Sequence[Record], mode: str = "method") -> dict[str, Any]:
+    """Confidence-scheduler metrics (empty for runs without predictions, e.g. scheduler=fixed)."""
+    if not M.calibration_table(records, mode) and math.isnan(M.predicted_accepted_mean(records)):
+        return {}
+    sizes: dict[int, int] = {}
+    for r in records:
+        for n in M.step_column(r, mode, "n_draft"):
+            sizes[int(n)] = sizes.get(int(n), 0) + 1
+    return {
+        "candidate_size_mean": M.candidate_size_mean(records, mode),
+        "predicted_accepted_mean": M.predicted_accepted_mean(records, mode),
+        "realised_accepted_mean": M.realised_accepted_mean(records, mode),
+        "calibration_error": M.calibration_error(records, mode),
+        "tokens_per_cost": M.tokens_per_cost(records, mode),
+        "draft_size_hist": dict(sorted(sizes.items())),
+    }
+
+
 def summarize(
     records: Sequence[Record],
     metric: str | None,
@@ -92,6 +111,7 @@ def summarize(
     summary |= speed_block(ok, has_baseline)
     summary |= score_block(ok, metric, has_baseline)
     summary |= strict_block(ok, metric)
+    summary |= scheduler_block(ok)
     summary["acceptance_hist"] = M.acceptance_histogram(ok)
     categories: dict[str, list[Record]] = {}
     for r in ok:

@@ -1,4 +1,4 @@
-"""The single decode loop: propose -> verify forward -> verify -> commit -> update.
+"""The single decode loop: propose -> schedule -> verify forward -> verify -> commit -> update.
 
 Every method runs through :func:`generate`, the autoregressive baseline included (a drafter that
 proposes nothing), so speedups compare like with like.
@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import torch
 
 from racer_bench.engine.drafter import Drafter
+from racer_bench.engine.scheduler import FixedScheduler, Plan, Scheduler
 from racer_bench.engine.stopping import StopRule
 from racer_bench.engine.structs import Draft, DraftContext, Feedback, GenerationResult, StepRecord
 from racer_bench.engine.target import HFTarget
@@ -45,9 +46,14 @@ def generate(
     rng: torch.Generator,
     options: LoopOptions | None = None,
     observers: Sequence[Observer] = (),
+    scheduler: Scheduler | None = None,
 ) -> GenerationResult:
-    """Generate a continuation of ``prompt_ids`` (batch size 1)."""
-    loop = _Loop(target, drafter, verifier, stop, rng, options or LoopOptions())
+    """Generate a continuation of ``prompt_ids`` (batch size 1).
+
+    ``scheduler`` chooses the verified part of every draft (default: all of it).
+    """
+    loop = _Loop(target, drafter, verifier, stop, rng, options or LoopOptions(),
+                 scheduler or FixedScheduler())  # fmt: skip
     t0 = loop.clock.now()
     first, root_topk, prompt_hidden = loop.prefill(prompt_ids)
     tokens = [*prompt_ids, first]
@@ -92,6 +98,7 @@ class _Loop:
     stop: StopRule
     rng: torch.Generator
     options: LoopOptions
+    scheduler: Scheduler
 
     def __post_init__(self) -> None:
         self.clock = SyncedClock(self.target.synchronize)
@@ -111,6 +118,7 @@ class _Loop:
             logits = self.target.prefill(prompt_ids, all_logits=needs.prefill_topk)
         self.drafter.reset(prompt_ids, logits.topk(k).indices if needs.prefill_topk else None)
         self.verifier.reset()
+        self.scheduler.reset()
         first = self.verifier.verify(Draft.empty(), logits[-1:], self.rng).bonus
         return first, logits[-1].topk(k).indices if k else None, prompt_hidden
 
@@ -129,6 +137,8 @@ class _Loop:
                            prompt_hidden)  # fmt: skip
         t0 = clock.now()
         draft = prune(self.drafter.propose(ctx), options.max_draft, max_depth)
+        plan = self.scheduler.schedule(draft)
+        draft = plan.draft
         t1 = clock.now()
         if options.check_drafts:
             check_draft(draft, options.max_draft)
@@ -146,9 +156,11 @@ class _Loop:
         self.drafter.update(
             Feedback(draft, result.accepted, committed, node_topk, aux_argmax, hidden)
         )
+        self.scheduler.learn(plan, result.accepted)
         t3 = clock.now()
         record = _record(draft, result.accepted, t1 - t0, t2 - t1, t3 - t2)
         record.n_relaxed, record.regret = result.n_relaxed, result.regret
+        _add_plan(record, plan, result.accepted)
         return record, committed, new_root_topk
 
     def _topk(
@@ -163,6 +175,16 @@ class _Loop:
             node_topk = logits.topk(k).indices  # [N+1, k]
             return node_topk, node_topk[row]
         return None, logits[row].topk(k).indices
+
+
+def _add_plan(record: StepRecord, plan: Plan, accepted: list[int]) -> None:
+    """The scheduler's side of a step record: candidates, prediction, cost, calibration pairs."""
+    record.n_candidates = plan.n_candidates
+    record.predicted_accepted = plan.predicted_accepted
+    record.cost = plan.cost
+    if plan.survival:
+        on_path = set(accepted)
+        record.calibration = [(s, int(i in on_path)) for i, s in enumerate(plan.survival)]
 
 
 def _record(

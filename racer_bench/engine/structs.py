@@ -167,7 +167,13 @@ class Feedback:
 
 @dataclass
 class StepRecord:
-    """Counters of one step; the unit every metric is built from."""
+    """Counters of one step; the unit every metric is built from.
+
+    Scheduler fields: ``n_candidates`` = nodes the drafter proposed (``n_draft`` = nodes
+    verified); ``predicted_accepted`` = the scheduler's expected accepted draft tokens;
+    ``cost`` = the profile's cost of the forward; ``calibration`` = (predicted survival,
+    accepted before any EOS/length cut) per verified node. None/empty without predictions.
+    """
 
     n_draft: int
     depth: int
@@ -182,6 +188,10 @@ class StepRecord:
     regret: float = 0.0
     accepted_ranks: list[int] = field(default_factory=list)
     meta: dict[str, float] = field(default_factory=dict)
+    n_candidates: int | None = None
+    predicted_accepted: float | None = None
+    cost: float | None = None
+    calibration: list[tuple[float, int]] = field(default_factory=list)
 
 
 @dataclass

@@ -7,6 +7,7 @@ position ``i + 1``.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -108,19 +109,31 @@ def prune(draft: Draft, budget: int, max_depth: int) -> Draft:
     return select_nodes(draft, keep)
 
 
+SCORE_MERGES = ("max", "sum")
+
+
 class TrieBuilder:
     """Merges candidate token paths below the root into one deduplicated draft tree.
 
     Paths are inserted in priority order; insertion stops adding nodes once ``capacity`` nodes
     exist, so earlier (higher-priority) candidates always survive.
+
+    Every node may carry a score (``Draft.score``; NaN = none). When a path reaches a node that
+    already exists, the scores are merged: ``max`` keeps the larger (e.g. the longest match
+    through the node), ``sum`` adds them (e.g. how many candidates pass through it); NaN counts
+    as absent.
     """
 
-    def __init__(self, capacity: int) -> None:
+    def __init__(self, capacity: int, score_merge: str = "max") -> None:
+        if score_merge not in SCORE_MERGES:
+            raise ValueError(f"score_merge={score_merge}: allowed are {', '.join(SCORE_MERGES)}")
         self.capacity = capacity
+        self.score_merge = score_merge
         self.tokens: list[int] = []
         self.parents: list[int] = []
         self.sources: list[int] = []
         self.ranks: list[int] = []
+        self.scores: list[float] = []
         self._children: dict[tuple[int, int], int] = {}
 
     def __len__(self) -> int:
@@ -134,10 +147,18 @@ class TrieBuilder:
         """Index of ``parent``'s child carrying ``token`` (``parent=-1`` = root), if any."""
         return self._children.get((parent, token))
 
-    def add(self, parent: int, token: int, source: int = Source.OTHER, rank: int = -1) -> int:
+    def add(
+        self,
+        parent: int,
+        token: int,
+        source: int = Source.OTHER,
+        rank: int = -1,
+        score: float = math.nan,
+    ) -> int:
         """Add (or find) one node; returns its index, or -1 when the tree is full."""
         found = self._children.get((parent, token))
         if found is not None:
+            self._merge_score(found, score)
             return found
         if self.full:
             return -1
@@ -147,22 +168,42 @@ class TrieBuilder:
         self.parents.append(parent)
         self.sources.append(int(source))
         self.ranks.append(rank)
+        self.scores.append(float(score))
         return idx
 
-    def add_path(self, path: Sequence[int], source: int = Source.OTHER, parent: int = -1) -> int:
-        """Insert a token path below ``parent``; returns how many new nodes were created."""
+    def _merge_score(self, idx: int, score: float) -> None:
+        old = self.scores[idx]
+        if math.isnan(score):
+            return
+        if math.isnan(old):
+            self.scores[idx] = float(score)
+        elif self.score_merge == "max":
+            self.scores[idx] = max(old, float(score))
+        else:
+            self.scores[idx] = old + float(score)
+
+    def add_path(
+        self,
+        path: Sequence[int],
+        source: int = Source.OTHER,
+        parent: int = -1,
+        score: float = math.nan,
+    ) -> int:
+        """Insert a path below ``parent``, each node scored ``score``; returns how many are new."""
         before = len(self.tokens)
         for token in path:
-            parent = self.add(parent, int(token), source)
+            parent = self.add(parent, int(token), source, score=score)
             if parent < 0:
                 break
         return len(self.tokens) - before
 
     def build(self, meta: dict[str, float] | None = None) -> Draft:
+        scored = any(not math.isnan(x) for x in self.scores)
         return Draft(
             tokens=torch.tensor(self.tokens, dtype=torch.long),
             parents=torch.tensor(self.parents, dtype=torch.long),
             source=torch.tensor(self.sources, dtype=torch.int32),
             meta=meta or {},
             rank=torch.tensor(self.ranks, dtype=torch.long),
+            score=torch.tensor(self.scores, dtype=torch.float32) if scored else None,
         )

@@ -41,3 +41,19 @@ def test_loop_runner_pld_matches_ar_and_table_counts_it(tiny_target, compose_cfg
     assert tallies["pld"].mat >= 1.0
     table = markdown_table(tallies, base="ar", reference="ar")
     assert "| pld |" in table and "3/3" in table
+
+
+def test_method_setup_routes_scheduler_overrides(tiny_target):
+    from racer_bench.bench import method_setup
+    from racer_bench.engine.scheduler import ConfidenceScheduler, FixedScheduler
+
+    drafter, scheduler = method_setup("racer", tiny_target, ["max_breadth=4"])
+    assert isinstance(scheduler, FixedScheduler) and drafter.capacity == 15
+    overrides = ["scheduler=confidence", "scheduler.profile=linear:0.1", "max_breadth=4"]
+    drafter, scheduler = method_setup("racer", tiny_target, overrides)
+    assert isinstance(scheduler, ConfidenceScheduler) and drafter.capacity == 63
+    assert scheduler.profile(11) == 2.0 and drafter.max_breadth == 4
+    runners = {"ar": loop_runner(tiny_target, NullDrafter(), 16),
+               "racer": loop_runner(tiny_target, drafter, 16, scheduler)}  # fmt: skip
+    tallies = interleave(runners, [list(TINY_PROMPTS[0])], progress=False)
+    assert identical_count(tallies["racer"], tallies["ar"]) == 1

@@ -39,6 +39,8 @@ def test_unknown_group_choice_lists_valid_names():
         (["verifier=asd", "verifier.budget=-3"], "verifier.budget=-3: must be a number >= 0"),
         (["verifier=sampling", "verifier.temperature=-1"], "verifier.temperature=-1: must be"),
         (["num_threads=0"], "num_threads=0: must be an integer >= 1 or null"),
+        (["scheduler=nope"], "scheduler=nope: unknown scheduler"),
+        (["scheduler=confidence", "scheduler.profile=wobbly"], "scheduler.profile=wobbly: allowed"),
     ],
 )
 def test_cli_bad_values_exit_2_with_one_line(overrides, message, tmp_path):

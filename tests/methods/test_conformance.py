@@ -5,14 +5,16 @@ from __future__ import annotations
 import pytest
 from hydra.utils import instantiate
 
+from racer_bench.engine.cost import CostProfile, synthetic
+from racer_bench.engine.scheduler import ConfidenceScheduler
 from racer_bench.engine.structs import Draft, DraftContext
 from tests.conftest import CONF_DIR, TINY_PROMPTS, ar_tokens, run_generate
 
 METHODS = sorted(p.stem for p in (CONF_DIR / "method").glob("*.yaml"))
 
 
-def make_drafter(compose_cfg, method: str, target, hardware: str = "cpu"):
-    cfg = compose_cfg(f"method={method}", "model=tiny_random", f"hardware={hardware}")
+def make_drafter(compose_cfg, method: str, target, hardware: str = "cpu", *overrides: str):
+    cfg = compose_cfg(f"method={method}", "model=tiny_random", f"hardware={hardware}", *overrides)
     return instantiate(cfg.method)(vocab_size=target.vocab_size)
 
 
@@ -73,3 +75,35 @@ def test_method_respects_small_budget_and_eos(method, compose_cfg, tiny_target):
     for n in (1, 2, 5, 13):
         expected = ar_tokens(tiny_target, prompt, max_new_tokens=n)
         assert run_generate(tiny_target, drafter, prompt, max_new_tokens=n).tokens == expected
+
+
+# Cut curves: flat up to 4 tokens then prohibitive (always the 3 most likely nodes), and a
+# gentle slope on which the learnt estimates decide.
+CUT_PROFILES = {
+    "top3": CostProfile([1, 4, 5], [1.0, 1.0, 100.0]),
+    "linear": synthetic("linear:0.02"),
+}
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_method_is_lossless_under_the_confidence_scheduler(method, compose_cfg, tiny_target):
+    """scheduler=confidence: GPU-sized candidates, cut per step, output still equals AR."""
+    drafter = BudgetSpy(
+        make_drafter(compose_cfg, method, tiny_target, "cpu", "scheduler=confidence")
+    )
+    for name, profile in CUT_PROFILES.items():
+        scheduler = ConfidenceScheduler(profile, prior_mean=0.6)
+        for prompt_bytes in TINY_PROMPTS[:2]:
+            prompt = list(prompt_bytes)
+            expected = ar_tokens(tiny_target, prompt, max_new_tokens=24)
+            result = run_generate(tiny_target, drafter, prompt, max_new_tokens=24,
+                                  scheduler=scheduler)  # fmt: skip
+            assert result.tokens == expected, f"{method} ({name}) differs from AR"
+            for step in result.steps:
+                assert step.n_draft <= step.n_candidates
+                assert 0 <= step.n_accepted <= step.depth <= step.n_draft
+                if name == "top3" and not step.meta.get("aux_size"):  # aux tokens cost too
+                    assert step.n_draft == min(3, step.n_candidates)
+                assert len(step.calibration) == step.n_draft
+    proposed = max((len(d) for _, d in drafter.drafts), default=0)
+    assert proposed <= drafter.inner.capacity

@@ -13,6 +13,7 @@ from methods.recycling import (
     TokenRecyclingDrafter,
     TreeTemplate,
     fill_tree,
+    informed_nodes,
     template_paths,
     update_adjacency,
 )
@@ -176,3 +177,33 @@ def test_non_default_options_stay_lossless(tiny_target, options):
         result = run_generate(tiny_target, drafter, prompt, max_new_tokens=32)
         assert result.tokens == ar_tokens(tiny_target, prompt, max_new_tokens=32)
     assert drafter.adj.any()  # the matrix learned something
+
+
+def test_skip_unwritten_drops_nodes_read_from_empty_rows():
+    template = TreeTemplate.from_paths(template_paths("bfs16"))
+    adj = np.zeros((10, 8), dtype=np.int64)
+    adj[5] = [1, 2, 3, 4, 6, 7, 8, 9]
+    adj[1] = [2, 3, 4, 6, 7, 8, 9, 5]
+    written = np.zeros(10, dtype=bool)
+    written[[5, 1]] = True
+    tokens = fill_tree(adj, 5, template)
+    keep = informed_nodes(tokens, 5, template, written)
+    # depth 1 comes from the root's row; depth 2 only below token 1, whose row is written
+    assert [tokens[i] for i in keep if template.parents[i] < 0] == adj[5].tolist()
+    assert all(template.parents[i] < 0 or tokens[template.parents[i]] == 1 for i in keep)
+    assert len(keep) == 8 + sum(1 for p in template.parents if p >= 0 and tokens[p] == 1)
+    assert informed_nodes(tokens, 4, template, written) == []  # the root's row is empty
+
+    drafter = TokenRecyclingDrafter(260, template="bfs16", skip_unwritten=True)
+    drafter.reset([1, 2, 3], None)
+    assert len(drafter.propose(ctx_for([1, 2, 3]))) == 0  # nothing written yet: no filler
+    reference = TokenRecyclingDrafter(260, template="bfs16")
+    reference.reset([1, 2, 3], None)
+    assert reference.propose(ctx_for([1, 2, 3])).tokens.tolist() == [0] * 16
+
+
+def test_skip_unwritten_stays_lossless(tiny_target):
+    drafter = TokenRecyclingDrafter(tiny_target.vocab_size, skip_unwritten=True)
+    prompt = list(TINY_PROMPTS[0])
+    result = run_generate(tiny_target, drafter, prompt, max_new_tokens=32)
+    assert result.tokens == ar_tokens(tiny_target, prompt, max_new_tokens=32)

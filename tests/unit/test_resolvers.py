@@ -31,3 +31,36 @@ def test_racer_capacity_follows_hardware(compose_cfg, hardware, capacity):
 
 def test_hardware_follows_model_device(compose_cfg):
     assert compose_cfg("model=tiny_random").hardware == "cpu"
+
+
+@pytest.mark.parametrize(
+    ("overrides", "racer", "logitspec"),
+    [
+        ((), 15, 8),
+        (("scheduler=confidence",), 63, 64),  # generous candidates, cut per step
+        (("scheduler=confidence", "scheduler.draft_sizing=cpu"), 15, 8),
+        (("hardware=gpu", "scheduler=fixed"), 63, 64),
+    ],
+)
+def test_draft_sizes_follow_the_scheduler(compose_cfg, overrides, racer, logitspec):
+    cfg = compose_cfg("method=racer", "model=tiny_random", *overrides)
+    assert cfg.method.capacity == racer
+    cfg = compose_cfg("method=logitspec", "model=tiny_random", *overrides)
+    assert cfg.method.draft_tree_capacity == logitspec
+
+
+def test_bad_draft_sizing_is_a_config_error(compose_cfg):
+    from racer_bench.cli import find_config_error
+
+    cfg = compose_cfg("method=racer", "model=tiny_random", "scheduler.draft_sizing=tpu")
+    with pytest.raises(Exception) as info:  # OmegaConf wraps the ConfigError
+        _ = cfg.method.capacity
+    error = find_config_error(info.value)
+    assert error is not None and "scheduler.draft_sizing=tpu: allowed" in str(error)
+
+
+def test_old_run_configs_without_a_scheduler_follow_hardware():
+    from omegaconf import OmegaConf
+
+    cfg = OmegaConf.create({"hardware": "gpu", "size": "${draft_size:15,63}"})
+    assert cfg.size == 63

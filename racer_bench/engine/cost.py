@@ -1,0 +1,288 @@
+"""The target's cost profile: cost(N) = time of an N-token verification forward / a 1-token one.
+
+A speculative step forwards the root, the draft nodes and any aux tokens together; the
+confidence scheduler (:mod:`racer_bench.engine.scheduler`) weighs the tokens a tree is expected
+to commit against ``cost(N)``. A profile is
+
+* measured for the loaded target (:func:`measure_cost`): tree-shaped inputs after a ~170-token
+  prefix, every size once per repetition (interleaved), medians over repetitions, sampled on a
+  grid (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, ...) and interpolated in between;
+* cached per (model, dtype, device, threads, torch version, engine) under
+  ``<cache_dir>/cost_profiles/`` and reused (:func:`resolve_profile` with ``auto``);
+* or synthetic (tests, model-only comparisons): ``flat`` (every size costs one forward),
+  ``steep`` (N tokens cost N forwards), ``linear:<slope>`` (1 + slope * (N - 1));
+* or read from a JSON file written by :meth:`CostProfile.save`.
+
+Profiles are made monotone non-decreasing (the least-squares monotone fit of the medians,
+scipy's ``isotonic_regression``), so timing noise can never make a bigger tree look cheaper
+than a smaller one; unlike a running max, one slow outlier is averaged with its neighbours
+instead of raising every larger size.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import re
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from scipy.optimize import isotonic_regression
+
+from racer_bench.errors import ConfigError
+
+BASE_GRID = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)
+SYNTHETIC = ("flat", "steep", "linear:<slope>")
+PROFILE_DIR = "cost_profiles"
+
+
+@dataclass
+class CostProfile:
+    """A monotone cost curve sampled at integer forward sizes, linear in between.
+
+    Attributes:
+        sizes: ascending forward sizes (tokens in the forward, root included), starting at 1.
+        costs: cost at each size relative to a 1-token forward (``costs[0] == 1``); the values
+            given are replaced by their monotone fit, divided by its first entry.
+        meta: where the curve comes from (synthetic name, file, or the measurement's key,
+            repetitions and raw medians).
+    """
+
+    sizes: list[int]
+    costs: list[float]
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if len(self.sizes) != len(self.costs) or not self.sizes:
+            raise ValueError("a cost profile needs one cost per size")
+        if self.sizes[0] != 1 or any(
+            b <= a for a, b in zip(self.sizes, self.sizes[1:], strict=False)
+        ):
+            raise ValueError(f"cost profile sizes must ascend from 1, got {self.sizes}")
+        costs = isotonic_regression(np.asarray(self.costs, dtype=float)).x
+        self.costs = (costs / costs[0]).tolist()
+
+    @property
+    def max_size(self) -> int:
+        return self.sizes[-1]
+
+    def __call__(self, n: int | float) -> float:
+        """cost(n); beyond the last size the last segment's slope is extended."""
+        return float(self.curve(np.asarray([n], dtype=float))[0])
+
+    def curve(self, n: np.ndarray) -> np.ndarray:
+        """cost at every entry of ``n`` (FloatArray[M]); non-decreasing in ``n``."""
+        sizes = np.asarray(self.sizes, dtype=float)
+        costs = np.asarray(self.costs, dtype=float)
+        out = np.interp(n, sizes, costs)
+        if len(sizes) > 1:
+            slope = (costs[-1] - costs[-2]) / (sizes[-1] - sizes[-2])
+            beyond = n > sizes[-1]
+            out[beyond] = costs[-1] + slope * (n[beyond] - sizes[-1])
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"sizes": self.sizes, "costs": self.costs, "meta": self.meta}
+
+    def save(self, path: Path | str) -> Path:
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(self.to_dict(), indent=2), encoding="utf-8")
+        tmp.replace(path)
+        return path
+
+    @classmethod
+    def load(cls, path: Path | str) -> CostProfile:
+        data = json.loads(Path(path).expanduser().read_text(encoding="utf-8"))
+        return cls([int(s) for s in data["sizes"]], [float(c) for c in data["costs"]],
+                   data.get("meta") or {})  # fmt: skip
+
+
+def synthetic(spec: str, max_size: int = 64) -> CostProfile:
+    """``flat`` | ``steep`` | ``linear:<slope>``: cost(N) = 1 + slope * (N - 1)."""
+    slopes = {"flat": 0.0, "steep": 1.0}
+    if spec in slopes:
+        slope = slopes[spec]
+    else:
+        match = re.fullmatch(r"linear:([0-9]*\.?[0-9]+)", spec)
+        if match is None:
+            raise ConfigError(
+                f"scheduler.profile={spec}: allowed are auto, {', '.join(SYNTHETIC)} or a "
+                "profile file (.json)"
+            )
+        slope = float(match.group(1))
+    sizes = [1, max(2, max_size)]
+    return CostProfile(sizes, [1.0, 1.0 + slope * (sizes[1] - 1)], {"source": spec})
+
+
+def check_spec(spec: str) -> None:
+    """Raise ConfigError unless ``spec`` is auto, a synthetic name or a ``.json`` file name."""
+    spec = str(spec)
+    if spec != "auto" and not spec.endswith(".json") and not Path(spec).expanduser().exists():
+        synthetic(spec)
+
+
+def grid(max_size: int) -> list[int]:
+    """Forward sizes to time: :data:`BASE_GRID` up to ``max_size``, doubling beyond 64."""
+    sizes = [n for n in BASE_GRID if n < max_size]
+    n = BASE_GRID[-1]
+    while n * 2 < max_size:
+        n *= 2
+        if n > sizes[-1]:
+            sizes.append(n)
+    return sorted({*sizes, max(max_size, 1)})
+
+
+def tree_shape(n_nodes: int, width: int = 8) -> list[int]:
+    """Parents of a RACER-like tree: up to ``width`` children of the root, the rest below them."""
+    top = min(width, n_nodes)
+    return [-1] * top + [i % top for i in range(n_nodes - top)]
+
+
+def profile_key(target: Any) -> dict[str, Any]:
+    """What a measured profile depends on: model, dtype, device, threads, torch, engine."""
+    device = torch.device(getattr(target, "device", "cpu"))
+    if device.type == "cuda":
+        device_name = torch.cuda.get_device_name(device)
+    else:
+        device_name = f"cpu-{platform.machine()}"
+    return {
+        "model": str(getattr(target, "name", "model")),
+        "dtype": str(getattr(target, "dtype", "")).removeprefix("torch."),
+        "device": device_name,
+        "threads": torch.get_num_threads(),
+        "torch": torch.__version__,
+        "engine": str(getattr(target, "engine", "eager")),
+    }
+
+
+def cache_path(cache_dir: Path | str, key: dict[str, Any]) -> Path:
+    """``<cache_dir>/cost_profiles/<model>-<dtype>-<device>-t<threads>-torch<v>-<engine>.json``."""
+    parts = [key["model"], key["dtype"], key["device"], f"t{key['threads']}",
+             f"torch{key['torch']}", key["engine"]]  # fmt: skip
+    name = "-".join(re.sub(r"[^A-Za-z0-9_.+]+", "_", str(p)) for p in parts)
+    return Path(cache_dir).expanduser() / PROFILE_DIR / f"{name}.json"
+
+
+TimeForward = Callable[[int], float]
+
+
+def target_timer(target: Any, prefix_len: int = 170, seed: int = 0) -> TimeForward:
+    """A function timing one verification forward of ``n`` tokens on ``target`` (seconds).
+
+    The target is prefilled once with ``prefix_len`` token ids (content does not change the
+    arithmetic); every timed forward is a root plus a :func:`tree_shape` tree, and the cache is
+    cut back to the prefix afterwards, so every size sees the same prefix.
+    """
+    from racer_bench.engine import kv_cache
+    from racer_bench.engine.structs import Draft
+
+    gen = torch.Generator().manual_seed(seed)
+    vocab = int(getattr(target, "vocab_size", 256))
+    prefix = torch.randint(0, vocab, (prefix_len + 1,), generator=gen).tolist()
+    target.prefill(prefix[:-1])
+    root, past = prefix[-1], target.length
+
+    def time_forward(n: int) -> float:
+        nodes = torch.randint(0, vocab, (n - 1,), generator=gen)
+        draft = Draft(tokens=nodes, parents=torch.tensor(tree_shape(n - 1), dtype=torch.long))
+        target.synchronize()
+        start = time.perf_counter()
+        target.forward_tree(root, draft)
+        target.synchronize()
+        seconds = time.perf_counter() - start
+        kv_cache.drop_last(target.cache, target.length - past)
+        return seconds
+
+    return time_forward
+
+
+def measure_cost(
+    time_forward: TimeForward,
+    sizes: Sequence[int],
+    reps: int = 5,
+    warmup: int = 1,
+    progress: bool = True,
+) -> CostProfile:
+    """Time every size once per repetition, rotating the order; medians relative to size 1.
+
+    Args:
+        time_forward: seconds of one forward of ``n`` tokens (e.g. :func:`target_timer`).
+        sizes: forward sizes to time; 1 is added when missing.
+        reps: timed repetitions per size (after ``warmup`` untimed ones).
+    """
+    from tqdm.auto import tqdm
+
+    sizes = sorted({1, *(int(n) for n in sizes)})
+    times: dict[int, list[float]] = {n: [] for n in sizes}
+    total = (warmup + reps) * len(sizes)
+    with tqdm(total=total, desc="cost profile", unit="forward", disable=not progress) as bar:
+        for rep in range(warmup + reps):
+            shift = rep % len(sizes)
+            for n in sizes[shift:] + sizes[:shift]:
+                seconds = time_forward(n)
+                if rep >= warmup:
+                    times[n].append(seconds)
+                bar.update()
+    medians = [statistics.median(times[n]) for n in sizes]
+    raw = [m / medians[0] for m in medians]
+    meta = {"reps": reps, "warmup": warmup, "median_seconds": medians, "raw_costs": raw}
+    return CostProfile(list(sizes), raw, meta)
+
+
+def measure_target(
+    target: Any, max_size: int, reps: int = 5, prefix_len: int = 170, progress: bool = True
+) -> CostProfile:
+    """:func:`measure_cost` of ``target`` on the :func:`grid` up to ``max_size``, with its key."""
+    timer = target_timer(target, prefix_len)
+    profile = measure_cost(timer, grid(max_size), reps, progress=progress)
+    profile.meta |= {"key": profile_key(target), "prefix_len": prefix_len,
+                     "measured": time.strftime("%Y-%m-%dT%H:%M:%S")}  # fmt: skip
+    return profile
+
+
+def resolve_profile(
+    spec: str,
+    target: Any,
+    cache_dir: Path | str,
+    max_size: int,
+    reps: int = 5,
+    progress: bool = True,
+) -> CostProfile:
+    """The profile named by ``scheduler.profile``.
+
+    Args:
+        spec: ``auto`` (cached measurement for this target, measured now when missing or too
+            short), a synthetic name (:func:`synthetic`) or a profile file.
+        target: the loaded target (only ``auto`` uses it).
+        cache_dir: ``paths.cache_dir``.
+        max_size: the largest forward the run can make (largest draft + root + aux).
+    """
+    spec = str(spec)
+    if spec == "auto":
+        key = profile_key(target)
+        path = cache_path(cache_dir, key)
+        if path.exists():
+            cached = CostProfile.load(path)
+            if cached.max_size >= max_size:
+                cached.meta["source"] = str(path)
+                return cached
+        profile = measure_target(target, max_size, reps, progress=progress)
+        profile.save(path)
+        profile.meta["source"] = str(path)
+        return profile
+    if spec.endswith(".json") or Path(spec).expanduser().exists():
+        path = Path(spec).expanduser()
+        if not path.exists():
+            raise ConfigError(f"scheduler.profile={spec}: no such file")
+        profile = CostProfile.load(path)
+        profile.meta["source"] = str(path)
+        return profile
+    return synthetic(spec, max_size)

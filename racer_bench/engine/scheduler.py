@@ -1,0 +1,183 @@
+"""Schedulers sit between propose and the verification forward: they decide how much to verify.
+
+A scheduler only removes nodes (:func:`racer_bench.engine.tree.select_nodes` on a prefix-closed
+set), so every verifier stays exactly as lossless, or as lossy, as it is without one.
+
+* :class:`FixedScheduler`: today's behaviour, the drafter's tree is verified as proposed.
+* :class:`ConfidenceScheduler`: each node gets an acceptance estimate p(v) (online, from this
+  run's own outcomes, :mod:`racer_bench.engine.acceptance`) and a survival S(v) = product of p
+  along its path = P(v accepted). Nodes are admitted in decreasing survival (a parent never
+  after its child) and the scheduler keeps the prefix of size k that maximises the expected
+  tokens per unit of target cost,
+
+      (1 + sum of the admitted S) / cost(1 + k + aux),
+
+  with cost from the target's profile (:mod:`racer_bench.engine.cost`); the 1 is the bonus
+  token every step commits. For each k the top-k survivals are the largest sum any
+  prefix-closed set of k nodes can reach, so this prefix is optimal over all prefix-closed
+  subsets (tested by brute force).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Annotated, ClassVar, Literal, Protocol, runtime_checkable
+
+import numpy as np
+from annotated_types import Interval
+
+from racer_bench.engine.acceptance import AcceptanceEstimator, Bucket, node_features, survival
+from racer_bench.engine.cost import CostProfile
+from racer_bench.engine.structs import Draft
+from racer_bench.engine.tree import select_nodes
+from racer_bench.errors import ConfigError
+from racer_bench.schema import NonNegativeFloat, PositiveFloat, PositiveInt
+
+
+@dataclass
+class Plan:
+    """A scheduled draft and what the scheduler predicted for it.
+
+    Attributes:
+        draft: the draft to verify (a prefix-closed sub-draft of the candidates).
+        n_candidates: nodes the drafter proposed.
+        survival: predicted P(accepted) per kept node (draft order), or None (no prediction).
+        cost: the profile's cost of this step's forward, or None (no profile).
+        features: per kept node, the buckets the estimator learns from (None: nothing to learn).
+    """
+
+    draft: Draft
+    n_candidates: int
+    survival: list[float] | None = None
+    cost: float | None = None
+    features: list[Bucket] | None = field(default=None, repr=False)
+
+    @property
+    def predicted_accepted(self) -> float | None:
+        """Expected accepted draft tokens (bonus excluded): the sum of kept survivals."""
+        return None if self.survival is None else float(sum(self.survival))
+
+
+@runtime_checkable
+class Scheduler(Protocol):
+    """Chooses the verified part of each draft and learns from verification outcomes."""
+
+    name: ClassVar[str]
+    persist_across_prompts: bool
+
+    def reset(self) -> None:
+        """Start a new generation call (statistics are dropped unless they persist)."""
+
+    def schedule(self, draft: Draft) -> Plan:
+        """The sub-draft to verify."""
+
+    def learn(self, plan: Plan, accepted: list[int]) -> None:
+        """Learn from the accepted nodes (indices into ``plan.draft``)."""
+
+
+class FixedScheduler:
+    """Verify every proposed node (the drafter's own capacity decides the size)."""
+
+    name: ClassVar[str] = "fixed"
+    persist_across_prompts = False
+
+    def __init__(self, draft_sizing: Literal["cpu", "gpu"] = "cpu") -> None:
+        self.draft_sizing = draft_sizing  # read by the method YAMLs (conf), kept for the record
+
+    def reset(self) -> None:
+        pass
+
+    def schedule(self, draft: Draft) -> Plan:
+        return Plan(draft, len(draft))
+
+    def learn(self, plan: Plan, accepted: list[int]) -> None:
+        pass
+
+
+def best_prefix(
+    parents: Sequence[int], surv: Sequence[float], costs: np.ndarray
+) -> tuple[list[int], float]:
+    """The optimal prefix-closed node set and its value.
+
+    Args:
+        parents: parent array of the candidates (topological).
+        surv: survival per node (non-increasing along every path).
+        costs: FloatArray[N + 1], ``costs[k]`` = cost of verifying k nodes (aux included).
+
+    Returns:
+        (kept node indices ascending, value = (1 + sum of kept survivals) / cost). Among equal
+        values the larger set wins, so a flat curve keeps the whole tree.
+    """
+    n = len(parents)
+    # decreasing survival; equal survivals keep draft order, so a parent precedes its child
+    order = sorted(range(n), key=lambda i: (-surv[i], i))
+    gains = np.concatenate([[1.0], np.asarray([surv[i] for i in order], dtype=float)])
+    values = np.cumsum(gains) / costs[: n + 1]
+    best = float(values.max())
+    k = int(np.flatnonzero(values >= best * (1.0 - 1e-12))[-1])
+    return sorted(order[:k]), float(values[k])
+
+
+class ConfidenceScheduler:
+    """Keeps the prefix (in decreasing survival) with the most expected tokens per cost.
+
+    Args:
+        profile: the target's cost curve.
+        draft_sizing, profile_reps: config keys read by the method YAMLs and by
+            :func:`racer_bench.engine.cost.resolve_profile`; kept for the record.
+        persist_across_prompts: keep acceptance statistics across generation calls (default:
+            reset per call, so results do not depend on prompt order).
+        prior_mean, prior_strength, backoff_strength, max_depth: see
+            :class:`~racer_bench.engine.acceptance.AcceptanceEstimator`.
+        explore: posterior standard deviations added to p(v) when admitting nodes (optimism
+            for buckets with little data; predictions in the records use the plain mean).
+    """
+
+    name: ClassVar[str] = "confidence"
+
+    def __init__(
+        self,
+        profile: CostProfile | str,  # the YAML's spec; the runner passes the resolved curve
+        draft_sizing: Literal["cpu", "gpu"] = "gpu",
+        profile_reps: PositiveInt = 5,
+        persist_across_prompts: bool = False,
+        prior_mean: Annotated[float, Interval(gt=0, lt=1)] = 0.5,
+        prior_strength: PositiveFloat = 2.0,
+        backoff_strength: NonNegativeFloat = 4.0,
+        max_depth: PositiveInt = 12,
+        explore: NonNegativeFloat = 0.0,
+    ) -> None:
+        if not isinstance(profile, CostProfile):
+            raise ConfigError(f"scheduler.profile={profile}: the runner resolves it to a curve")
+        self.profile = profile
+        self.draft_sizing, self.profile_reps = draft_sizing, profile_reps
+        self.persist_across_prompts = persist_across_prompts
+        self.explore = explore
+        self.estimator = AcceptanceEstimator(prior_mean, prior_strength, backoff_strength,
+                                             max_depth)  # fmt: skip
+
+    def reset(self) -> None:
+        if not self.persist_across_prompts:
+            self.estimator.reset()
+
+    def schedule(self, draft: Draft) -> Plan:
+        n = len(draft)
+        aux = len(draft.aux) if draft.aux is not None else 0
+        if n == 0:
+            return Plan(draft, 0, [], self.profile(1 + aux), [])
+        parents = draft.parents.tolist()
+        features = node_features(draft, self.estimator.max_depth)
+        mean = survival(parents, self.estimator.estimate(features))
+        admit = mean
+        if self.explore > 0:
+            admit = survival(parents, self.estimator.estimate(features, self.explore))
+        costs = self.profile.curve(np.arange(1, n + 2, dtype=float) + aux)
+        keep, _ = best_prefix(parents, admit, costs)
+        kept = draft if len(keep) == n else select_nodes(draft, keep)
+        return Plan(kept, n, [mean[i] for i in keep], float(costs[len(keep)]),
+                    [features[i] for i in keep])  # fmt: skip
+
+    def learn(self, plan: Plan, accepted: list[int]) -> None:
+        if plan.features:
+            self.estimator.update(plan.features, plan.draft.parents.tolist(), accepted)

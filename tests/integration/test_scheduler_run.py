@@ -1,0 +1,99 @@
+"""A scheduler=confidence run on the tiny model: summary keys, run-folder files, figures."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from racer_bench.analysis import frames as F
+from racer_bench.analysis import plots as P
+from racer_bench.analysis.records import PROMPTS_FILE, load_prompts
+from racer_bench.analysis.summary import summarize
+from racer_bench.runner import PROFILE_FILE, run
+from tests.integration.test_runner import SMOKE
+from tests.integration.test_tables import load_script
+
+SCHEDULER_KEYS = ("candidate_size_mean", "predicted_accepted_mean", "realised_accepted_mean",
+                  "calibration_error", "tokens_per_cost", "draft_size_hist")  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def scheduled_run(tmp_path_factory):
+    from hydra import compose, initialize_config_dir
+
+    from tests.conftest import CONF_DIR
+
+    out = tmp_path_factory.mktemp("scheduled")
+    overrides = [*SMOKE, "method=logitspec", "task.limit=2", "max_new_tokens=24",
+                 "scheduler=confidence", "scheduler.profile=linear:0.02"]  # fmt: skip
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        cfg = compose(config_name="config", overrides=overrides)
+    summary = run(cfg, out, {"method": "logitspec", "scheduler": "confidence"})
+    return out, summary
+
+
+def test_scheduled_run_writes_its_metrics_and_profile(scheduled_run):
+    out, summary = scheduled_run
+    for key in SCHEDULER_KEYS:
+        assert key in summary, key
+    assert summary["identical"] == 1.0
+    assert 0.0 <= summary["calibration_error"] <= 1.0
+    assert summary["candidate_size_mean"] >= summary["draft_size_mean"]
+    assert sum(summary["draft_size_hist"].values()) > 0
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["scheduler"] == "confidence"
+    assert manifest["scheduler_persist_across_prompts"] is False
+    assert manifest["cost_profile"] == {"file": PROFILE_FILE, "source": "linear:0.02"}
+    assert manifest["config"]["method"]["draft_tree_capacity"] == 64  # generous candidates
+    profile = json.loads((out / PROFILE_FILE).read_text())
+    assert profile["costs"][0] == 1.0 and profile["sizes"][-1] >= 64
+    turn = load_prompts(out)[0]["method"]["turns"][0]
+    steps = turn["steps"]
+    assert len(steps["predicted_accepted"]) == len(steps["n_draft"]) == len(steps["cost"])
+    assert all(c >= d for c, d in zip(steps["n_candidates"], steps["n_draft"], strict=True))
+    assert sum(turn["calibration"]["count"]) == sum(steps["n_draft"])
+
+
+def test_scheduled_run_draws_both_figures(scheduled_run, tmp_path):
+    out, _ = scheduled_run
+    runs = F.load_runs(out)
+    assert F.run_label(runs[0]) == "LogitSpec + confidence scheduler [profile=linear:0.02]"
+    cal = F.calibration_frame(runs)
+    assert cal["nodes"].sum() > 0 and cal["predicted"].between(0, 1).all()
+    sizes = F.draft_sizes_frame(runs)
+    assert sizes["share"].sum() == pytest.approx(1.0)
+    assert sizes["cost"].is_monotonic_increasing
+    figures = P.all_figures(runs)
+    assert {"reliability", "draft_size_cost"} <= set(figures)
+    reliability = figures["reliability"]
+    assert "ECE" in reliability.legends[0].get_texts()[1].get_text()
+    args = ["--results", str(out), "--out", str(tmp_path), "--formats", "png",
+            "--only", "reliability", "draft_size_cost"]  # fmt: skip
+    written = load_script("make_figures").main(args)
+    assert sorted(p.name for p in written) == ["draft_size_cost.png", "reliability.png"]
+
+
+def test_runs_without_scheduler_fields_still_load(scheduled_run, tmp_path):
+    """Records written before the scheduler existed: no new keys, no new figures, no errors."""
+    out, _ = scheduled_run
+    old = tmp_path / "old"
+    old.mkdir()
+    manifest = json.loads((out / "manifest.json").read_text())
+    for key in ("scheduler", "scheduler_persist_across_prompts", "cost_profile"):
+        manifest.pop(key)
+    (old / "manifest.json").write_text(json.dumps(manifest))
+    lines = []
+    for record in load_prompts(out):
+        for mode in ("method", "baseline"):
+            for turn in record[mode]["turns"]:
+                turn.pop("calibration", None)
+                for key in ("n_candidates", "predicted_accepted", "cost"):
+                    turn["steps"].pop(key, None)
+        lines.append(json.dumps(record))
+    (old / PROMPTS_FILE).write_text("\n".join(lines) + "\n")
+    summary = summarize(load_prompts(old), "nonempty", True)
+    assert not set(SCHEDULER_KEYS) & set(summary) and summary["mat"] >= 1.0
+    runs = F.load_runs(old)
+    assert F.calibration_frame(runs).empty and F.draft_sizes_frame(runs).empty
+    assert not {"reliability", "draft_size_cost"} & set(P.all_figures(runs))
