@@ -2,8 +2,8 @@
 
     python scripts/profile_cost.py model=smollm2_135m num_threads=2 --max-size 64 --reps 7
 
-Positional arguments are the run's Hydra overrides (model, num_threads, ...), so the profile is
-cached under the same key a run uses: model, dtype, device, thread count, torch version and
+Positional arguments are the run's Hydra overrides (model, num_threads, engine, ...), so the
+profile is cached under the same key a run uses: model, dtype, device, thread count, torch version and
 engine, in ``<paths.cache_dir>/cost_profiles/``. Forwards are tree-shaped, after a 170-token
 prefix, every size once per repetition (interleaved), medians relative to a 1-token forward,
 made monotone. Run it on a quiet machine: the scheduler trusts these numbers.
@@ -51,6 +51,7 @@ def main(argv: Sequence[str] | None = None) -> C.CostProfile:
     if cfg.num_threads:
         torch.set_num_threads(int(cfg.num_threads))
     target = instantiate(cfg.model)
+    target.set_engine(cfg.get("engine", "auto"))
     profile = C.measure_target(target, args.max_size, args.reps, args.prefix)
     key = profile.meta["key"]
     path = profile.save(C.cache_path(cfg.paths.cache_dir, key))
