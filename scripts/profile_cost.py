@@ -3,8 +3,8 @@
     python scripts/profile_cost.py model=smollm2_135m num_threads=2 --max-size 64 --reps 7
 
 Positional arguments are the run's Hydra overrides (model, num_threads, engine, ...), so the
-profile is cached under the same key a run uses: model, dtype, device, thread count, torch version and
-engine, in ``<paths.cache_dir>/cost_profiles/``. Forwards are tree-shaped, after a 170-token
+profile is cached under the same key a run uses: model, dtype, device, thread count, torch
+version and engine, in ``<paths.cache_dir>/cost_profiles/``. Forwards are tree-shaped, after a 170-token
 prefix, every size once per repetition (interleaved), medians relative to a 1-token forward,
 made monotone. Run it on a quiet machine: the scheduler trusts these numbers.
 """
