@@ -4,9 +4,9 @@
 
 Positional arguments are the run's Hydra overrides (model, num_threads, engine, ...), so the
 profile is cached under the same key a run uses: model, dtype, device, thread count, torch
-version and engine, in ``<paths.cache_dir>/cost_profiles/``. Forwards are tree-shaped, after a 170-token
-prefix, every size once per repetition (interleaved), medians relative to a 1-token forward,
-made monotone. Run it on a quiet machine: the scheduler trusts these numbers.
+version and engine, in ``<paths.cache_dir>/cost_profiles/``. Forwards are tree-shaped, after a
+170-token prefix, every size once per repetition (interleaved), medians relative to a 1-token
+forward, made monotone. Run it on a quiet machine: the scheduler trusts these numbers.
 """
 
 from __future__ import annotations
