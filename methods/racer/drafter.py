@@ -47,10 +47,13 @@ import numpy as np
 import torch
 
 from methods.racer.automaton import FAIL_LINKS, Automaton
+from methods.racer.best_first import RankRates, grow_best_first, retrieval_p
 from methods.racer.logits_tree import HALVING, TokenBin, grow_logits_tree
 from racer_bench.engine.drafter import DrafterNeeds
 from racer_bench.engine.structs import Draft, DraftContext, Feedback, Source
-from racer_bench.engine.tree import TrieBuilder
+from racer_bench.engine.tree import TrieBuilder, node_depths
+
+SELECTIONS = ("reference", "best_first")
 
 
 class RacerDrafter:
@@ -74,8 +77,17 @@ class RacerDrafter:
         fail_links: str = "exact",
         halving: str = "reference",
         persist_across_prompts: bool = False,
+        selection: str = "reference",
+        retrieval_alpha: float = 0.5,
+        extend_windows: bool = True,
     ) -> None:
         _check_args(logit_source, fail_links, halving, ngram, max_nodes, lru, max_breadth)
+        if selection not in SELECTIONS:
+            allowed = ", ".join(SELECTIONS)
+            raise ValueError(f"method.selection={selection}: allowed values are {allowed}")
+        self.selection = selection
+        self.retrieval_alpha = retrieval_alpha
+        self.extend_windows = extend_windows
         self.capacity = capacity
         self.ngram = ngram
         self.max_breadth = max_breadth
@@ -86,6 +98,7 @@ class RacerDrafter:
         self.needs = DrafterNeeds(topk=width if logits else 0, prefill_topk=logits)
         self.automaton = Automaton(max_nodes, min_depth, lru, fail_links) if retrieval else None
         self.token_bin = TokenBin(vocab_size, width) if logits else None
+        self.rates = RankRates(width) if logits else None
         self._tokens: list[int] = []
         self._next_window = 0  # start of the next ngram window to insert
         self._pending_state: int | None = None
@@ -97,6 +110,8 @@ class RacerDrafter:
                 self.automaton.clear()
             if self.token_bin is not None:
                 self.token_bin.clear()
+            if self.rates is not None:
+                self.rates.clear()
         self._tokens = list(prompt_ids)
         self._next_window = 0
         self._pending_state = None
@@ -120,14 +135,24 @@ class RacerDrafter:
         budget = min(self.capacity, ctx.budget)
         builder = TrieBuilder(budget)
         meta: dict[str, float] = {}
+        scores: list[float] = []
         if budget > 0 and ctx.max_depth > 0:
-            if self.automaton is not None:
-                self._retrieve(builder, ctx, meta)
-            if self.token_bin is not None:
-                self._grow_logits(builder, ctx, meta)
-        return builder.build(meta)
+            borders = self._borders(ctx)
+            self._last_root_row(ctx)
+            if self.selection == "best_first":
+                scores = self._grow_best_first(builder, ctx, borders)
+            else:
+                scores = self._retrieve(builder, ctx, borders)
+                self._grow_logits(builder, ctx)
+                scores += self._logits_scores(builder, len(scores))
+            self._count(builder, borders, meta)
+        draft = builder.build(meta)
+        draft.score = torch.tensor(scores, dtype=torch.float32)
+        return draft
 
     def update(self, fb: Feedback) -> None:
+        if self.rates is not None:
+            self.rates.observe(fb.draft, fb.accepted)
         if self.token_bin is not None and fb.node_topk is not None:
             self._record_step(fb)
         self._tokens.extend(fb.committed)
@@ -143,49 +168,97 @@ class RacerDrafter:
             automaton.advance(fb.committed[:-1])
 
     # ----------------------------------------------------------------- drafting
-    def _retrieve(self, builder: TrieBuilder, ctx: DraftContext, meta: dict[str, float]) -> None:
-        """Add the retrieval tree below the root; fills retrieval counters in ``meta``."""
+    def _borders(self, ctx: DraftContext) -> list[int]:
+        """Automaton nodes matching a suffix of the context plus the root (deepest first)."""
         automaton = self.automaton
-        assert automaton is not None
+        if automaton is None:
+            return []
         if automaton.fail_links == "exact":
             chain = automaton.suffix_chain(ctx.tokens[-self.ngram : -1])
         else:
             chain = automaton.lazy_chain()
         borders, self._pending_state = automaton.borders(ctx.root, chain)
+        return borders
+
+    def _last_root_row(self, ctx: DraftContext) -> None:
+        """``logit_source=last``: the root's row is the top-k that predicted it."""
+        if self.token_bin is not None and self.logit_source == "last" and ctx.root_topk is not None:
+            self.token_bin.update(np.asarray([ctx.root]), ctx.root_topk.cpu().numpy()[None])
+
+    def _retrieve(self, builder: TrieBuilder, ctx: DraftContext, borders: list[int]) -> list[float]:
+        """Paper selection: the most frequent nodes below the borders; returns their scores."""
+        automaton = self.automaton
+        if automaton is None:
+            return []
         selected = automaton.select(borders, builder.capacity, ctx.max_depth)
         index = dict.fromkeys(borders, -1)
-        parent_of, token_of = automaton.parent, automaton.token
+        parent_of, token_of, freq = automaton.parent, automaton.token, automaton.freq
+        scores: list[float] = []
         for node in selected:
             parent = index.get(parent_of[node])
             if parent is None:
                 continue
+            before = len(builder)
             added = builder.add(parent, token_of[node], Source.RETRIEVAL)
             if added >= 0:
                 index[node] = added
-        meta["retrieval_found"] = float(len(builder) > 0)
-        meta["retrieval_nodes"] = float(len(builder))
-        meta["borders"] = float(len(borders))
-        meta["automaton_nodes"] = float(len(automaton))
+            if len(builder) > before:
+                scores.append(retrieval_p(freq[node], freq[parent_of[node]], self.retrieval_alpha))
+        return scores
 
-    def _grow_logits(self, builder: TrieBuilder, ctx: DraftContext, meta: dict[str, float]) -> None:
-        """Fill the remaining budget with the logits tree."""
-        token_bin = self.token_bin
-        assert token_bin is not None
-        last = self.logit_source == "last"
-        if last and ctx.root_topk is not None:
-            token_bin.update(np.asarray([ctx.root]), ctx.root_topk.cpu().numpy()[None])
-        meta["logits_nodes"] = float(
-            grow_logits_tree(
-                builder,
-                ctx.root,
-                token_bin.row,
-                builder.capacity - len(builder),
-                ctx.max_depth,
-                self.max_breadth,
-                self.halving,
-                skip_self=last,
-            )
+    def _grow_logits(self, builder: TrieBuilder, ctx: DraftContext) -> None:
+        """Paper selection: fill the remaining budget with the breadth-halving logits tree."""
+        if self.token_bin is None:
+            return
+        grow_logits_tree(
+            builder,
+            ctx.root,
+            self.token_bin.row,
+            builder.capacity - len(builder),
+            ctx.max_depth,
+            self.max_breadth,
+            self.halving,
+            skip_self=self.logit_source == "last",
         )
+
+    def _logits_scores(self, builder: TrieBuilder, start: int) -> list[float]:
+        """Scores of the logits nodes ``start..`` (their rank's acceptance estimate)."""
+        if self.rates is None or start >= len(builder):
+            return []
+        depths = node_depths(builder.parents)
+        return [self.rates.rate(builder.ranks[i], depths[i]) for i in range(start, len(builder))]
+
+    def _grow_best_first(
+        self, builder: TrieBuilder, ctx: DraftContext, borders: list[int]
+    ) -> list[float]:
+        automaton, token_bin = self.automaton, self.token_bin
+        return grow_best_first(
+            builder,
+            ctx.root,
+            borders,
+            self._continuations if automaton is not None else None,
+            automaton.freq if automaton is not None else [],
+            token_bin.row if token_bin is not None else None,
+            self.rates,
+            ctx.max_depth,
+            self.max_breadth,
+            self.retrieval_alpha,
+            skip_self=self.logit_source == "last",
+        )
+
+    def _continuations(self, node: int) -> tuple[int, dict[int, int]]:
+        assert self.automaton is not None
+        return self.automaton.continuations(node, self.ngram if self.extend_windows else None)
+
+    def _count(self, builder: TrieBuilder, borders: list[int], meta: dict[str, float]) -> None:
+        """Per-step counters: nodes by source, borders, automaton size."""
+        n_retrieval = sum(s == Source.RETRIEVAL for s in builder.sources)
+        meta["retrieval_found"] = float(n_retrieval > 0)
+        meta["retrieval_nodes"] = float(n_retrieval)
+        meta["logits_nodes"] = float(len(builder) - n_retrieval)
+        meta["borders"] = float(len(borders))
+        if self.automaton is not None:
+            meta["automaton_nodes"] = float(len(self.automaton))
 
     # ----------------------------------------------------------------- learning
     def _insert_windows(self, end: int) -> None:

@@ -1,0 +1,111 @@
+"""MAT of RACER variants at several capacities (no timing: safe on a busy machine).
+
+Runs the real decode loop (greedy, smollm2) on the first HumanEval problems as completion
+prompts without stop strings, for every (variant, capacity), and prints a Markdown table of MAT
+(tokens committed per step, bonus included). A variant is a label and method overrides on top
+of ``conf/method/racer.yaml``; ``--ar`` also decodes autoregressively once per prompt and
+reports how many outputs of each cell are identical to it (greedy decoding is lossless):
+
+    PYTHONPATH=. nice -n 10 python scripts/racer_capacity_mat.py --prompts 20 \
+        --capacities 7 15 31 63 --variant "default:" --variant "lazy:fail_links=lazy" --variant "exact:fail_links=exact"
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+import yaml
+
+from methods.racer import RacerDrafter
+from racer_bench.engine.decode import generate
+from racer_bench.engine.drafter import Drafter, NullDrafter
+from racer_bench.engine.stopping import StopRule
+from racer_bench.engine.verify import GreedyVerifier
+from racer_bench.models import load_smollm2
+from racer_bench.tasks.humaneval import HumanEvalTask
+
+YAML = Path(__file__).resolve().parents[1] / "conf" / "method" / "racer.yaml"
+NOT_KWARGS = ("_target_", "_partial_", "capacity")
+
+
+@dataclass
+class Variant:
+    label: str
+    overrides: dict[str, object]
+
+
+def parse_variant(text: str) -> Variant:
+    """``"label:key=value key=value"`` -> a :class:`Variant` (values parsed as YAML scalars)."""
+    label, _, rest = text.partition(":")
+    pairs = [item.split("=", 1) for item in rest.split()]
+    return Variant(label or "default", {key: yaml.safe_load(value) for key, value in pairs})
+
+
+def yaml_defaults() -> dict[str, object]:
+    """The method config's keys as drafter kwargs (capacity is set per cell)."""
+    conf = yaml.safe_load(YAML.read_text())
+    return {k: v for k, v in conf.items() if k not in NOT_KWARGS}
+
+
+def decode_all(target, make_drafter, prompts, max_new_tokens) -> tuple[list[list[int]], float]:
+    """(output ids per prompt, MAT over all steps) for one drafter configuration."""
+    outputs, steps, committed = [], 0, 0
+    for i, ids in enumerate(prompts):
+        drafter: Drafter = make_drafter()
+        stop = StopRule(target.eos_ids, max_new_tokens)
+        rng = torch.Generator().manual_seed(i)
+        result = generate(target, drafter, GreedyVerifier(), ids, stop, rng)
+        outputs.append(result.tokens)
+        steps += len(result.steps)
+        committed += sum(s.n_committed for s in result.steps)
+    return outputs, committed / max(steps, 1)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--prompts", type=int, default=20, help="HumanEval/0..N-1")
+    parser.add_argument("--max-new-tokens", type=int, default=256)
+    parser.add_argument("--capacities", type=int, nargs="+", default=[7, 15, 31, 63])
+    parser.add_argument("--variant", action="append", default=None,
+                        help='"label:key=value ..." (method overrides); repeatable')  # fmt: skip
+    parser.add_argument("--ar", action="store_true", help="check outputs against AR decoding")
+    parser.add_argument("--cache-dir", default="~/.cache/racer_bench/models")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads (0 = default)")
+    args = parser.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    target = load_smollm2(args.cache_dir)
+    task = HumanEvalTask(limit=args.prompts, execute=False, prompt_style="completion",
+                         stop_strings=[])  # fmt: skip
+    prompts = [task.render(p, 0, [], target.tokenizer) for p in task.load()]
+    reference = None
+    if args.ar:
+        reference = decode_all(target, NullDrafter, prompts, args.max_new_tokens)[0]
+    variants = [parse_variant(v) for v in args.variant or ["default:"]]
+    defaults = yaml_defaults()
+    header = "| variant | " + " | ".join(f"cap {c}" for c in args.capacities) + " |"
+    rows = [header, "|---|" + "---:|" * len(args.capacities)]
+    print(f"defaults from {YAML.name}: {defaults}", flush=True)
+    for variant in variants:
+        cells = []
+        for capacity in args.capacities:
+            kwargs = {**defaults, **variant.overrides, "capacity": capacity}
+            outputs, mat = decode_all(
+                target, lambda kw=kwargs: RacerDrafter(target.vocab_size, **kw), prompts,
+                args.max_new_tokens,
+            )  # fmt: skip
+            cell = f"{mat:.2f}"
+            if reference is not None:
+                same = sum(a == b for a, b in zip(outputs, reference, strict=True))
+                cell += f" ({same}/{len(prompts)})"
+            cells.append(cell)
+            print(f"{variant.label} capacity={capacity}: MAT {cell}", flush=True)
+        rows.append(f"| {variant.label} | " + " | ".join(cells) + " |")
+    print("\n".join(rows))
+
+
+if __name__ == "__main__":
+    main()
