@@ -91,7 +91,7 @@ def grow_best_first(
     rates: RankRates | None,
     max_depth: int,
     max_breadth: int,
-    retrieval_alpha: float = 0.5,
+    retrieval_alpha: float = 0.1,
     skip_self: bool = False,
 ) -> list[float]:
     """Fill ``builder`` with the best-scoring candidates; returns ``p`` of every node added.

@@ -78,7 +78,7 @@ class RacerDrafter:
         halving: str = "reference",
         persist_across_prompts: bool = False,
         selection: str = "reference",
-        retrieval_alpha: float = 0.5,
+        retrieval_alpha: float = 0.1,
         extend_windows: bool = True,
     ) -> None:
         _check_args(logit_source, fail_links, halving, ngram, max_nodes, lru, max_breadth)
