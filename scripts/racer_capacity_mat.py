@@ -6,8 +6,11 @@ prompts without stop strings, for every (variant, capacity), and prints a Markdo
 of ``conf/method/racer.yaml``; ``--ar`` also decodes autoregressively once per prompt and
 reports how many outputs of each cell are identical to it (greedy decoding is lossless):
 
-    PYTHONPATH=. nice -n 10 python scripts/racer_capacity_mat.py --prompts 20 \
-        --capacities 7 15 31 63 --variant "default:" --variant "lazy:fail_links=lazy" --variant "exact:fail_links=exact"
+    PYTHONPATH=. nice -n 10 python scripts/racer_capacity_mat.py --ar --variant "default:" \
+        --variant "paper, exact links:selection=reference" \
+        --variant "paper, lazy links:selection=reference fail_links=lazy"
+
+(``PYTHONPATH=.`` imports this checkout rather than an installed copy.)
 """
 
 from __future__ import annotations

@@ -112,9 +112,10 @@ def grow_best_first(
     Returns:
         float list[len(builder)]: each node's ``p`` (its estimate when it was added).
     """
-    heap: list[tuple[float, int, int, int, int, int, int, float]] = []
+    heap: list[tuple] = []  # (-path score, tie, parent index, token, rank, node, depth, p, ...)
     tie = count()  # equal scores: first pushed first (shallower, retrieval before logits)
     scores: list[float] = []
+    table = rates.table if rates is not None else []
 
     def push_retrieval(index: int, node: int, score: float, depth: int) -> None:
         if retrieval_children is None or depth >= max_depth:
@@ -123,29 +124,37 @@ def grow_best_first(
         parent_freq = freq[source_node]
         for token, child in kids.items():
             p = retrieval_p(freq[child], parent_freq, retrieval_alpha)
-            heapq.heappush(heap, (-score * p, next(tie), index, token, -1, child, depth + 1, p))
+            item = (-score * p, next(tie), index, token, -1, child, depth + 1, p, None, 0, 0.0)
+            heapq.heappush(heap, item)
 
     def push_logits(index: int, token: int, score: float, depth: int) -> None:
-        if rows is None or rates is None or depth >= max_depth:
+        """Offer the node's best row entry; the next one is offered when it is taken."""
+        if rows is None or depth >= max_depth:
             return
         row = rows(token)
         if not row:
             return
-        taken = 0
-        for rank, child in enumerate(row):
-            if taken >= max_breadth:
-                break
-            if skip_self and child == token:
-                continue
-            p = rates.rate(rank, depth + 1)
-            heapq.heappush(heap, (-score * p, next(tie), index, child, rank, -1, depth + 1, p))
-            taken += 1
+        rate = table[min(depth + 1, DEPTH_BUCKETS) - 1]
+        ranks = [r for r, t in enumerate(row) if not (skip_self and t == token)][:max_breadth]
+        ranks.sort(key=lambda r: -rate[r])
+        siblings = [(r, row[r], rate[r]) for r in ranks]
+        push_sibling(index, siblings, 0, score, depth + 1)
+
+    def push_sibling(index: int, siblings: list, pos: int, score: float, depth: int) -> None:
+        if pos < len(siblings):
+            rank, token, p = siblings[pos]
+            item = (-score * p, next(tie), index, token, rank, -1, depth, p, siblings, pos, score)
+            heapq.heappush(heap, item)
 
     for border in borders:
         push_retrieval(-1, border, 1.0, 0)
     push_logits(-1, root, 1.0, 0)
     while heap and not builder.full:
-        neg_score, _, parent, token, rank, node, depth, p = heapq.heappop(heap)
+        neg_score, _, parent, token, rank, node, depth, p, siblings, pos, parent_score = (
+            heapq.heappop(heap)
+        )
+        if siblings is not None:
+            push_sibling(parent, siblings, pos + 1, parent_score, depth)
         index = builder.child(parent, token)
         if index is None:
             source = Source.RETRIEVAL if node >= 0 else Source.LOGITS

@@ -14,6 +14,7 @@ from methods.racer.automaton import Automaton
 from methods.racer.best_first import RANK_PRIOR, RankRates, grow_best_first, retrieval_p
 from racer_bench.engine.structs import Draft, DraftContext, Source
 from racer_bench.engine.tree import TrieBuilder, check_draft
+from racer_bench.errors import ConfigError
 
 # "5 6 7" is followed by 8 once; the shorter "6 7" by 1, 2 and 3 twice each (and 8 once).
 SPREAD = [5, 6, 7, 8, 9, 6, 7, 1, 0, 6, 7, 1, 0, 6, 7, 2, 0, 6, 7, 2, 0, 6, 7, 3, 0, 6, 7, 3, 0]
@@ -55,7 +56,7 @@ def test_rank_rates_start_at_the_prior_and_learn_from_live_logits_nodes():
 
 def test_a_long_match_seen_once_beats_the_spread_continuations_of_a_short_one():
     context = [*SPREAD, 5, 6, 7]  # the root 7 matches "5 6 7" and "6 7"
-    paper = retrieval_drafter().propose(ctx_for(context, budget=1))
+    paper = retrieval_drafter(selection="reference").propose(ctx_for(context, budget=1))
     assert paper.tokens.tolist()[0] in (1, 2, 3)  # raw counts: a child of "6 7"
     best = retrieval_drafter(selection="best_first")
     best.reset(SPREAD, None)
@@ -162,5 +163,5 @@ def test_every_node_gets_a_score(selection):
 
 
 def test_rejects_an_unknown_selection():
-    with pytest.raises(ValueError, match="method.selection"):
+    with pytest.raises(ConfigError, match=r"method\.selection=greedy"):
         RacerDrafter(vocab_size=50, selection="greedy")
