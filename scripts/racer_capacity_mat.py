@@ -53,11 +53,10 @@ def yaml_defaults() -> dict[str, object]:
     return {k: v for k, v in conf.items() if k not in NOT_KWARGS}
 
 
-def decode_all(target, make_drafter, prompts, max_new_tokens) -> tuple[list[list[int]], float]:
-    """(output ids per prompt, MAT over all steps) for one drafter configuration."""
+def decode_all(target, drafter: Drafter, prompts, max_new_tokens) -> tuple[list[list[int]], float]:
+    """(output ids per prompt, MAT over all steps); one drafter for all prompts, as in a run."""
     outputs, steps, committed = [], 0, 0
     for i, ids in enumerate(prompts):
-        drafter: Drafter = make_drafter()
         stop = StopRule(target.eos_ids, max_new_tokens)
         rng = torch.Generator().manual_seed(i)
         result = generate(target, drafter, GreedyVerifier(), ids, stop, rng)
@@ -86,7 +85,7 @@ def main() -> None:
     prompts = [task.render(p, 0, [], target.tokenizer) for p in task.load()]
     reference = None
     if args.ar:
-        reference = decode_all(target, NullDrafter, prompts, args.max_new_tokens)[0]
+        reference = decode_all(target, NullDrafter(), prompts, args.max_new_tokens)[0]
     variants = [parse_variant(v) for v in args.variant or ["default:"]]
     defaults = yaml_defaults()
     header = "| variant | " + " | ".join(f"cap {c}" for c in args.capacities) + " |"
@@ -96,10 +95,8 @@ def main() -> None:
         cells = []
         for capacity in args.capacities:
             kwargs = {**defaults, **variant.overrides, "capacity": capacity}
-            outputs, mat = decode_all(
-                target, lambda kw=kwargs: RacerDrafter(target.vocab_size, **kw), prompts,
-                args.max_new_tokens,
-            )  # fmt: skip
+            drafter = RacerDrafter(target.vocab_size, **kwargs)
+            outputs, mat = decode_all(target, drafter, prompts, args.max_new_tokens)
             cell = f"{mat:.2f}"
             if reference is not None:
                 same = sum(a == b for a, b in zip(outputs, reference, strict=True))
