@@ -50,7 +50,8 @@ Conventions and deviations, all configurable where they matter:
   those logits rank the token itself first, that entry is skipped (as LogitSpec skips the next
   token); the table is one column wider so ``max_breadth`` candidates remain.
 * ``persist_across_prompts``: the reference keeps the automaton and TokenBin for the whole
-  process; the default here rebuilds them for every prompt, so results do not depend on order.
+  process; the default here rebuilds them (and the logits acceptance rates) for every prompt,
+  so results do not depend on order.
 * Rows the target never wrote are not expanded (the reference proposes token 0 from them); a
   verified token's row prefers its accepted occurrence over rejected siblings (the reference
   lets the last node in BFS order win).
@@ -100,9 +101,7 @@ class RacerDrafter:
         extend_windows: bool = True,
     ) -> None:
         _check_args(logit_source, fail_links, halving, ngram, max_nodes, lru, max_breadth)
-        if selection not in SELECTIONS:
-            allowed = ", ".join(SELECTIONS)
-            raise ConfigError(f"method.selection={selection}: allowed values are {allowed}")
+        _check_selection(selection, retrieval_alpha)
         self.selection = selection
         self.retrieval_alpha = retrieval_alpha
         self.extend_windows = extend_windows
@@ -330,3 +329,12 @@ def _check_args(
         raise ConfigError(f"method.max_nodes={max_nodes}: must exceed ngram + 1 with lru")
     if max_breadth < 1:
         raise ConfigError(f"method.max_breadth={max_breadth}: must be >= 1")
+
+
+def _check_selection(selection: str, retrieval_alpha: float) -> None:
+    """Raise ConfigError for an unknown selection or a negative smoothing constant."""
+    if selection not in SELECTIONS:
+        allowed = ", ".join(SELECTIONS)
+        raise ConfigError(f"method.selection={selection}: allowed values are {allowed}")
+    if not retrieval_alpha >= 0:
+        raise ConfigError(f"method.retrieval_alpha={retrieval_alpha}: must be >= 0")

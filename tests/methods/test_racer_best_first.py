@@ -162,6 +162,8 @@ def test_every_node_gets_a_score(selection):
     assert int(Source.RETRIEVAL) in sources and int(Source.LOGITS) in sources
 
 
-def test_rejects_an_unknown_selection():
+def test_rejects_an_unknown_selection_and_a_negative_alpha():
     with pytest.raises(ConfigError, match=r"method\.selection=greedy"):
         RacerDrafter(vocab_size=50, selection="greedy")
+    with pytest.raises(ConfigError, match=r"method\.retrieval_alpha=-1"):
+        RacerDrafter(vocab_size=50, retrieval_alpha=-1)
