@@ -14,8 +14,12 @@ Every candidate node ``v`` gets an estimate ``p(v)`` of P(v accepted | its paren
 A node's path score is the product of ``p`` from the root, which never grows along a path, so
 adding the ``budget`` best-scoring nodes one at a time (a heap over the frontier) yields a
 prefix-closed tree: the best expected number of accepted tokens for the budget, as far as the
-estimates go. A token proposed by both sources is one node (first, best score wins) whose
-children come from both.
+estimates go. A token proposed by both sources is one node, labelled with the source that
+scored it higher (it comes first), whose children come from both. A row's entries are offered
+one at a time in decreasing ``p`` (the next sibling when one is taken), which adds the same
+nodes as offering all of them at once with a smaller heap. A copied passage that reaches the
+end of a stored window goes on from the longest suffix of the window that has continuations
+(:meth:`methods.racer.automaton.Automaton.continuations`), so chains are not cut at ``ngram``.
 """
 
 from __future__ import annotations
@@ -29,8 +33,9 @@ import numpy as np
 from racer_bench.engine.structs import Draft, Source
 from racer_bench.engine.tree import TrieBuilder, node_depths
 
-# P(rank r accepted | parent accepted) for the logits tree, measured on HumanEval completions
-# with SmolLM2-135M (docs/benchmarks.md); only a prior, replaced by each generation's counts.
+# P(rank r accepted | parent accepted) in a logits-only tree, rounded from a replay of
+# HumanEval/0-19 completions with SmolLM2-135M: a prior worth 4 observations per (depth, rank),
+# soon outweighed by each generation's own counts (MAT barely moves for strengths 1 to 64).
 RANK_PRIOR = (0.45, 0.08, 0.05, 0.04, 0.02, 0.015, 0.015, 0.01)
 DEPTH_BUCKETS = 3  # depth 1, 2, >= 3
 
