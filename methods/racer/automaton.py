@@ -256,6 +256,24 @@ class Automaton:
         self.state = node
 
     # ----------------------------------------------------------------- retrieval tree
+    def continuations(self, node: int, window: int | None) -> tuple[int, dict[int, int]]:
+        """The node whose children continue ``node``'s path, and those children.
+
+        That is ``node`` itself, except for a childless node whose path is a full ``window``
+        (None = never): then the longest proper suffix of its path, of at least
+        ``min_depth - 1`` tokens, that has children, so a copied passage goes on past the
+        window length (the trie stores windows of ``ngram`` tokens only).
+        """
+        children = self.children
+        if children[node] or window is None or self.depth[node] < window:
+            return node, children[node]
+        path = self.path(node)
+        for i in range(1, len(path) - self.min_depth + 2):
+            found = self.walk(path[i:])
+            if found is not None and children[found]:
+                return found, children[found]
+        return node, children[node]
+
     def select(self, borders: Sequence[int], budget: int, max_depth: int) -> list[int]:
         """The ``budget`` most frequent nodes below ``borders``, BFS layer by layer.
 

@@ -135,7 +135,7 @@ def ctx_for(tokens: list[int], budget: int = 64, max_depth: int = 64, root_topk=
 
 
 def test_retrieval_tree_keeps_the_most_frequent_continuations():
-    drafter = RacerDrafter(vocab_size=50, ngram=4, logits=False)
+    drafter = RacerDrafter(vocab_size=50, ngram=4, logits=False, selection="reference")
     drafter.reset(PROMPT, None)
     draft = drafter.propose(ctx_for([*PROMPT, 2]))  # "... 1" + root 2 matches "1 2"
     assert draft.tokens.tolist() == [3, 4, 6]
@@ -151,7 +151,9 @@ def test_retrieval_tree_keeps_the_most_frequent_continuations():
 
 
 def test_lazy_links_match_only_after_the_state_has_moved():
-    drafter = RacerDrafter(vocab_size=50, ngram=4, logits=False, fail_links="lazy")
+    drafter = RacerDrafter(
+        vocab_size=50, ngram=4, logits=False, fail_links="lazy", selection="reference"
+    )
     drafter.reset(PROMPT, None)
     ctx = ctx_for([*PROMPT, 2])
     assert len(drafter.propose(ctx)) == 0  # the reference never moves the state over the prompt
@@ -211,7 +213,7 @@ def test_last_rows_come_from_the_logits_that_predicted_each_token():
 
 
 def test_full_drafter_merges_retrieval_then_logits_within_capacity():
-    drafter = RacerDrafter(vocab_size=4096, ngram=4, capacity=20)
+    drafter = RacerDrafter(vocab_size=4096, ngram=4, capacity=20, selection="reference")
     drafter.reset(PROMPT, torch.zeros(len(PROMPT), 8, dtype=torch.long))
     tokens = np.arange(4096)
     drafter.token_bin.update(tokens, (8 * tokens[:, None] + np.arange(1, 9)) % 4096)
@@ -267,10 +269,18 @@ def ar_outputs(tiny_target) -> list[tuple[list[int], list[int]]]:
 @pytest.mark.parametrize(
     "overrides",
     [
-        {"fail_links": "lazy", "retrieval": True},
+        {},
         {"logit_source": "last", "retrieval": False},
         {"logits": False, "ngram": 3, "max_nodes": 16},
-        {"lru": False, "halving": "paper", "persist_across_prompts": True},
+        {
+            "lru": False,
+            "halving": "paper",
+            "persist_across_prompts": True,
+            "selection": "reference",
+        },
+        {"lru": False, "persist_across_prompts": True},
+        {"selection": "reference", "fail_links": "lazy", "logit_source": "last"},
+        {"fail_links": "lazy", "extend_windows": False, "retrieval_alpha": 2.0},
     ],
 )
 def test_variants_are_lossless_on_the_tiny_model(overrides, tiny_target, ar_outputs):
