@@ -323,6 +323,34 @@ def conditional_acceptance(accepted: torch.Tensor, valid: torch.Tensor) -> list[
     return rates
 
 
+class ActiveClock:
+    """Training seconds that leave out pauses (a SIGSTOP while a benchmark has the CPU).
+
+    A step that takes over ``PAUSE_FACTOR`` times the median of the recent steps counts as that
+    median, so ``train.max_minutes`` measures training, not time spent stopped.
+    """
+
+    PAUSE_FACTOR = 20.0
+
+    def __init__(self, seconds: float = 0.0) -> None:
+        self.seconds = seconds
+        self._recent: list[float] = []
+        self._t0 = 0.0
+
+    def start(self) -> None:
+        self._t0 = time.perf_counter()
+
+    def stop(self) -> float:
+        """End a step; returns the seconds counted for it."""
+        dt = time.perf_counter() - self._t0
+        if len(self._recent) >= 5:
+            median = sorted(self._recent)[len(self._recent) // 2]
+            dt = min(dt, median) if dt > self.PAUSE_FACTOR * median else dt
+        self._recent = [*self._recent, dt][-50:]
+        self.seconds += dt
+        return dt
+
+
 def train(cfg: DictConfig) -> dict[str, Any]:
     """The whole job; returns a summary (also written next to the checkpoint as JSON)."""
     from tqdm import tqdm
@@ -357,16 +385,18 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     rng = random.Random(cfg.seed + step)
     budget_s = 60.0 * cfg.train.max_minutes
     max_steps = cfg.train.max_steps or float("inf")
-    trained_s, t0 = state["train_s"], time.time()
+    clock = ActiveClock(state["train_s"])
     total = cfg.train.max_steps or None
     bar = tqdm(total=total, initial=step, desc=cfg.kind)
-    while step < max_steps and trained_s + time.time() - t0 < budget_s:
+    while step < max_steps and clock.seconds < budget_s:
+        clock.start()
         loss, parts = step_loss(cfg, head, samples[rng.randrange(len(samples))], rng)
         opt.zero_grad()
         loss.backward()
         opt.step()
         step += 1
-        log.append({"step": step, "time_s": round(trained_s + time.time() - t0, 3),
+        clock.stop()
+        log.append({"step": step, "time_s": round(clock.seconds, 3),
                     "loss": float(loss), **parts})  # fmt: skip
         bar.update(1)
         if step % cfg.train.log_every == 0:
@@ -377,9 +407,9 @@ def train(cfg: DictConfig) -> dict[str, Any]:
         if step % cfg.train.save_every == 0:
             _save_state(state_path, head, opt, fingerprint,
                         {"step": step, "log": log, "evals": evals,
-                         "train_s": trained_s + time.time() - t0})  # fmt: skip
+                         "train_s": clock.seconds})  # fmt: skip
     bar.close()
-    trained_s += time.time() - t0
+    trained_s = clock.seconds
     if held and (not evals or evals[-1]["step"] != step):
         evals.append({"step": step, "loss": eval_loss(cfg, head, held)})
     _save_state(state_path, head, opt, fingerprint,

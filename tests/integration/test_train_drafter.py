@@ -89,3 +89,19 @@ def test_resume_refuses_a_state_from_other_data(tmp_path) -> None:
     assert run_script(tmp_path, "kind=medusa", "train.max_steps=10").returncode == 0
     other = run_script(tmp_path, "kind=medusa", "train.max_steps=20", "data.sources.code=3")
     assert other.returncode == 2 and "trained with other data" in other.stderr
+
+
+def test_active_clock_leaves_out_a_pause(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A step stretched by a SIGSTOP counts as a typical step, not as the pause."""
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import train_drafter
+
+    now = iter([0.0, 1.0, 1.0, 2.0, 2.0, 3.0, 3.0, 4.0, 4.0, 5.0, 5.0, 505.0, 505.0, 506.5])
+    monkeypatch.setattr(train_drafter.time, "perf_counter", lambda: next(now))
+    clock = train_drafter.ActiveClock(10.0)
+    counted = []
+    for _ in range(7):
+        clock.start()
+        counted.append(clock.stop())
+    assert counted == [1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.5]
+    assert clock.seconds == pytest.approx(17.5)
