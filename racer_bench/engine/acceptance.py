@@ -146,7 +146,11 @@ class AcceptanceEstimator:
     def update(self, features: Sequence[Bucket], parents: Sequence[int],
                accepted: Sequence[int]) -> None:  # fmt: skip
         """Count the outcome of every node whose parent was accepted (see :func:`trials`)."""
-        for node, success in trials(parents, accepted):
+        self.count(features, trials(parents, accepted))
+
+    def count(self, features: Sequence[Bucket], outcomes: Sequence[tuple[int, bool]]) -> None:
+        """Count (node, accepted?) trials; ``features`` is indexed by node."""
+        for node, success in outcomes:
             for level, key in enumerate(self.keys(features[node])):
                 cell = self.counts[level].setdefault(key, [0.0, 0.0])
                 cell[0] += success

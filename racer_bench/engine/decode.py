@@ -156,7 +156,7 @@ class _Loop:
         self.drafter.update(
             Feedback(draft, result.accepted, committed, node_topk, aux_argmax, hidden)
         )
-        self.scheduler.learn(plan, result.accepted)
+        self.scheduler.learn(plan, result.accepted, committed)
         t3 = clock.now()
         record = _record(draft, result.accepted, t1 - t0, t2 - t1, t3 - t2)
         record.n_relaxed, record.regret = result.n_relaxed, result.regret

@@ -45,6 +45,9 @@ class Plan:
         survival: predicted P(accepted) per kept node (draft order), or None (no prediction).
         cost: the profile's cost of this step's forward, or None (no profile).
         features: per kept node, the buckets the estimator learns from (None: nothing to learn).
+        candidates: the drafter's whole tree, when the scheduler cut it (else None).
+        kept: candidate index of every kept node (ascending), when it was cut.
+        candidate_features: buckets of every candidate, when it was cut.
     """
 
     draft: Draft
@@ -52,6 +55,9 @@ class Plan:
     survival: list[float] | None = None
     cost: float | None = None
     features: list[Bucket] | None = field(default=None, repr=False)
+    candidates: Draft | None = field(default=None, repr=False)
+    kept: list[int] | None = field(default=None, repr=False)
+    candidate_features: list[Bucket] | None = field(default=None, repr=False)
 
     @property
     def predicted_accepted(self) -> float | None:
@@ -72,8 +78,8 @@ class Scheduler(Protocol):
     def schedule(self, draft: Draft) -> Plan:
         """The sub-draft to verify."""
 
-    def learn(self, plan: Plan, accepted: list[int]) -> None:
-        """Learn from the accepted nodes (indices into ``plan.draft``)."""
+    def learn(self, plan: Plan, accepted: list[int], committed: Sequence[int] = ()) -> None:
+        """Learn from the accepted nodes (indices into ``plan.draft``) and committed tokens."""
 
 
 class FixedScheduler:
@@ -91,7 +97,7 @@ class FixedScheduler:
     def schedule(self, draft: Draft) -> Plan:
         return Plan(draft, len(draft))
 
-    def learn(self, plan: Plan, accepted: list[int]) -> None:
+    def learn(self, plan: Plan, accepted: list[int], committed: Sequence[int] = ()) -> None:
         pass
 
 
@@ -132,6 +138,12 @@ class ConfidenceScheduler:
             :class:`~racer_bench.engine.acceptance.AcceptanceEstimator`.
         explore: posterior standard deviations added to p(v) when admitting nodes (optimism
             for buckets with little data; predictions in the records use the plain mean).
+        learn_pruned: also learn from the candidates it cut whose parent was accepted (or is
+            the root): such a node would have been accepted exactly when its token is the one
+            the step committed at its depth (exact under greedy verification; under sampling,
+            the chance that the target's sample is that token). Without it, a bucket judged
+            poor is never verified again, so its estimate can never recover, and the
+            estimates only see the nodes that were already judged good.
     """
 
     name: ClassVar[str] = "confidence"
@@ -147,6 +159,7 @@ class ConfidenceScheduler:
         backoff_strength: NonNegativeFloat = 4.0,
         max_depth: PositiveInt = 12,
         explore: NonNegativeFloat = 0.0,
+        learn_pruned: bool = True,
     ) -> None:
         if not isinstance(profile, CostProfile):
             raise ConfigError(f"scheduler.profile={profile}: the runner resolves it to a curve")
@@ -154,6 +167,7 @@ class ConfidenceScheduler:
         self.draft_sizing, self.profile_reps = draft_sizing, profile_reps
         self.persist_across_prompts = persist_across_prompts
         self.explore = explore
+        self.learn_pruned = learn_pruned
         self.estimator = AcceptanceEstimator(prior_mean, prior_strength, backoff_strength,
                                              max_depth)  # fmt: skip
 
@@ -174,10 +188,46 @@ class ConfidenceScheduler:
             admit = survival(parents, self.estimator.estimate(features, self.explore))
         costs = self.profile.curve(np.arange(1, n + 2, dtype=float) + aux)
         keep, _ = best_prefix(parents, admit, costs)
-        kept = draft if len(keep) == n else select_nodes(draft, keep)
-        return Plan(kept, n, [mean[i] for i in keep], float(costs[len(keep)]),
+        plan = Plan(draft, n, [mean[i] for i in keep], float(costs[len(keep)]),
                     [features[i] for i in keep])  # fmt: skip
+        if len(keep) < n:
+            plan.draft = select_nodes(draft, keep)
+            plan.candidates, plan.kept, plan.candidate_features = draft, keep, features
+        return plan
 
-    def learn(self, plan: Plan, accepted: list[int]) -> None:
-        if plan.features:
+    def learn(self, plan: Plan, accepted: list[int], committed: Sequence[int] = ()) -> None:
+        if plan.candidates is not None and self.learn_pruned and committed:
+            assert plan.kept is not None and plan.candidate_features is not None
+            parents = plan.candidates.parents.tolist()
+            path = [plan.kept[i] for i in accepted]
+            tokens = plan.candidates.tokens.tolist()
+            outcomes = counterfactual_trials(parents, tokens, path, committed)
+            self.estimator.count(plan.candidate_features, outcomes)
+        elif plan.features:
             self.estimator.update(plan.features, plan.draft.parents.tolist(), accepted)
+
+
+def counterfactual_trials(
+    parents: Sequence[int], tokens: Sequence[int], accepted: Sequence[int], committed: Sequence[int]
+) -> list[tuple[int, bool]]:
+    """(candidate, accepted?) for every candidate whose parent is the root or was accepted.
+
+    Args:
+        parents, tokens: the candidate tree (topological).
+        accepted: candidate indices the verifier accepted (a root-to-node path).
+        committed: the step's committed tokens (the accepted tokens, then the bonus).
+
+    The verifier's verdicts stand for the kept nodes. A cut node whose parent was accepted would
+    have been accepted exactly when its token is the one committed at its depth (below the last
+    accepted node that is the bonus; elsewhere a kept sibling took that token). Nothing is known
+    about the children of such a node, so they are no trials.
+    """
+    on_path = set(accepted)
+    depth = {-1: 0, **{node: d + 1 for d, node in enumerate(accepted)}}
+    out = []
+    for i, parent in enumerate(parents):
+        if parent >= 0 and parent not in on_path:
+            continue
+        d = depth[parent]
+        out.append((i, i in on_path or (d < len(committed) and tokens[i] == committed[d])))
+    return out

@@ -143,3 +143,33 @@ def test_bad_scheduler_keys_are_rejected_before_loading(compose_cfg) -> None:
         cfg = compose_cfg("model=tiny_random", "scheduler=confidence", f"scheduler.{key}")
         with pytest.raises(ConfigError, match=message):
             validate(cfg)
+
+
+def test_counterfactual_trials_judge_cut_nodes_by_the_committed_tokens() -> None:
+    from racer_bench.engine.scheduler import counterfactual_trials
+
+    # root children 0 (tok 5), 1 (tok 6); 0's children 2 (tok 7), 3 (tok 8); 3's child 4 (tok 9)
+    parents, tokens = [-1, -1, 0, 0, 3], [5, 6, 7, 8, 9]
+    # the verifier accepted node 0; the bonus was 8: cut node 3 would have been accepted,
+    # its child 4 is unknown (no trial), node 1 (a sibling of the accepted 0) was not
+    assert counterfactual_trials(parents, tokens, [0], [5, 8]) == [
+        (0, True), (1, False), (2, False), (3, True)
+    ]  # fmt: skip
+    # nothing accepted, bonus 6: node 1 would have been; 0's children are no trials
+    assert counterfactual_trials(parents, tokens, [], [6]) == [(0, False), (1, True)]
+
+
+def test_a_bucket_judged_poor_recovers_from_cut_candidates() -> None:
+    """Without learn_pruned a bucket whose estimate falls below the cost is never verified again."""
+    profile = CostProfile([1, 2, 3], [1.0, 1.6, 2.2])
+    draft = make_draft([-1], [4.0])
+    kept = {}
+    for learn_pruned in (False, True):
+        scheduler = ConfidenceScheduler(profile, learn_pruned=learn_pruned)
+        for step in range(40):
+            plan = scheduler.schedule(draft)
+            accepted = target_accepts(plan.draft, {-1: 10 if step >= 4 else 99})
+            committed = [10 if step >= 4 else 99]  # the target starts agreeing after 4 steps
+            scheduler.learn(plan, accepted, committed)
+        kept[learn_pruned] = len(scheduler.schedule(draft).draft)
+    assert kept == {False: 0, True: 1}
