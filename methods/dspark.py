@@ -137,6 +137,7 @@ class DSparkDrafter:
         )
         draft = tree_draft(tokens, parents, head.draft_ids)
         draft.score = torch.tensor(local, dtype=torch.float32).exp()
+        draft.score_is_probability = True  # the calibrated confidence of each position
         draft.meta["predicted_accepted"] = float(_survival(draft.score, parents).sum())
         return draft
 
@@ -184,6 +185,7 @@ class DSparkDrafter:
             source=torch.full((len(tokens),), int(Source.MODEL), dtype=torch.int32),
             q=torch.stack(q_rows).float() if q_rows else None,
             score=torch.tensor(scores, dtype=torch.float32),
+            score_is_probability=True,
         )
 
     def _full_row(self, q: torch.Tensor) -> torch.Tensor:

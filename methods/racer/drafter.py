@@ -167,6 +167,7 @@ class RacerDrafter:
             self._count(builder, borders, meta)
         draft = builder.build(meta)
         draft.score = torch.tensor(scores, dtype=torch.float32)
+        draft.score_is_probability = True
         return draft
 
     def update(self, fb: Feedback) -> None:

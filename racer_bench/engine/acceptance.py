@@ -115,32 +115,47 @@ class AcceptanceEstimator:
         """The node's bucket at every level, finest first."""
         return [tuple(features[j] for j in level) for level in LEVELS]
 
-    def posterior(self, features: Bucket) -> tuple[float, float]:
-        """(p, pseudo-trials behind it) for one node's features (see the module docstring)."""
+    def posterior(self, features: Bucket, prior: float | None = None) -> tuple[float, float]:
+        """(p, pseudo-trials behind it) for one node's features (see the module docstring).
+
+        ``prior``: the drafter's own probability for the node; when given, the finest bucket
+        backs off to it instead of to the coarser buckets.
+        """
         cells = [self.counts[level].get(key, (0.0, 0.0)) for level, key in
                  enumerate(self.keys(features))]  # fmt: skip
+        m = self.backoff_strength
+        s, n = cells[0]
+        if prior is not None:
+            return (s + m * prior) / (n + m), n + m
         # the top level: everything outside the node's source bucket, under the top prior
         (s_src, n_src), (s_all, n_all) = cells[-2], cells[-1]
         q = (s_all - s_src + self.prior_mean * self.prior_strength) / (
             n_all - n_src + self.prior_strength
         )
-        m = self.backoff_strength
         for (s_in, n_in), (s_out, n_out) in zip(cells[:-2][::-1], cells[1:-1][::-1], strict=True):
             q = (s_out - s_in + m * q) / (n_out - n_in + m)  # the coarser bucket minus this one
-        s, n = cells[0]
         return (s + m * q) / (n + m), n + m
 
-    def estimate(self, features: Sequence[Bucket], explore: float = 0.0) -> list[float]:
-        """p(v) per node; ``explore`` adds that many posterior standard deviations (capped at 1)."""
-        memo: dict[Bucket, float] = {}
+    def estimate(
+        self,
+        features: Sequence[Bucket],
+        explore: float = 0.0,
+        priors: Sequence[float | None] | None = None,
+    ) -> list[float]:
+        """p(v) per node; ``explore`` adds that many posterior standard deviations (capped at 1).
+
+        ``priors``: per node, the drafter's probability to back off to (None: the buckets).
+        """
+        memo: dict[tuple[Bucket, float | None], float] = {}
         out = []
-        for f in features:
-            if f not in memo:
-                p, weight = self.posterior(f)
+        for i, f in enumerate(features):
+            prior = priors[i] if priors is not None else None
+            if (f, prior) not in memo:
+                p, weight = self.posterior(f, prior)
                 if explore > 0:
                     p = min(1.0, p + explore * math.sqrt(p * (1.0 - p) / (weight + 1.0)))
-                memo[f] = p
-            out.append(memo[f])
+                memo[(f, prior)] = p
+            out.append(memo[(f, prior)])
         return out
 
     def update(self, features: Sequence[Bucket], parents: Sequence[int],

@@ -20,6 +20,7 @@ set), so every verifier stays exactly as lossless, or as lossy, as it is without
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Annotated, ClassVar, Literal, Protocol, runtime_checkable
@@ -144,6 +145,11 @@ class ConfidenceScheduler:
             the chance that the target's sample is that token). Without it, a bucket judged
             poor is never verified again, so its estimate can never recover, and the
             estimates only see the nodes that were already judged good.
+        score_prior: for drafts whose scores are the drafter's own acceptance probabilities
+            (``Draft.score_is_probability``: RACER, DSpark), a node's estimate backs off to its
+            own score (weight ``backoff_strength``) instead of to the coarser buckets, so the
+            online statistics recalibrate the drafter's probabilities per bucket instead of
+            replacing them with bucket averages.
     """
 
     name: ClassVar[str] = "confidence"
@@ -160,6 +166,7 @@ class ConfidenceScheduler:
         max_depth: PositiveInt = 12,
         explore: NonNegativeFloat = 0.0,
         learn_pruned: bool = True,
+        score_prior: bool = True,
     ) -> None:
         if not isinstance(profile, CostProfile):
             raise ConfigError(f"scheduler.profile={profile}: the runner resolves it to a curve")
@@ -168,6 +175,7 @@ class ConfidenceScheduler:
         self.persist_across_prompts = persist_across_prompts
         self.explore = explore
         self.learn_pruned = learn_pruned
+        self.score_prior = score_prior
         self.estimator = AcceptanceEstimator(prior_mean, prior_strength, backoff_strength,
                                              max_depth)  # fmt: skip
 
@@ -182,10 +190,11 @@ class ConfidenceScheduler:
             return Plan(draft, 0, [], self.profile(1 + aux), [])
         parents = draft.parents.tolist()
         features = node_features(draft, self.estimator.max_depth)
-        mean = survival(parents, self.estimator.estimate(features))
+        priors = self._priors(draft)
+        mean = survival(parents, self.estimator.estimate(features, 0.0, priors))
         admit = mean
         if self.explore > 0:
-            admit = survival(parents, self.estimator.estimate(features, self.explore))
+            admit = survival(parents, self.estimator.estimate(features, self.explore, priors))
         costs = self.profile.curve(np.arange(1, n + 2, dtype=float) + aux)
         keep, _ = best_prefix(parents, admit, costs)
         plan = Plan(draft, n, [mean[i] for i in keep], float(costs[len(keep)]),
@@ -194,6 +203,12 @@ class ConfidenceScheduler:
             plan.draft = select_nodes(draft, keep)
             plan.candidates, plan.kept, plan.candidate_features = draft, keep, features
         return plan
+
+    def _priors(self, draft: Draft) -> list[float | None] | None:
+        """The drafter's own probabilities, clipped to [0.01, 0.99], when it gives them."""
+        if not (self.score_prior and draft.score_is_probability and draft.score is not None):
+            return None
+        return [None if math.isnan(x) else min(max(x, 0.01), 0.99) for x in draft.score.tolist()]
 
     def learn(self, plan: Plan, accepted: list[int], committed: Sequence[int] = ()) -> None:
         if plan.candidates is not None and self.learn_pruned and committed:

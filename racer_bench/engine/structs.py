@@ -69,6 +69,9 @@ class Draft:
             meaning more likely accepted (a match length, an n-gram count, a head's
             probability); NaN where the drafter has none. Used by the confidence scheduler to
             bucket acceptance statistics; never by verifiers.
+        score_is_probability: the scores are the drafter's own estimates of P(node accepted |
+            parent accepted) (RACER, DSpark); the confidence scheduler then backs each node's
+            estimate off to its score rather than to coarser buckets (``scheduler.score_prior``).
     """
 
     tokens: torch.Tensor
@@ -79,6 +82,7 @@ class Draft:
     aux: AuxBranch | None = None
     rank: torch.Tensor | None = None
     score: torch.Tensor | None = None
+    score_is_probability: bool = False
 
     @staticmethod
     def empty() -> Draft:

@@ -85,6 +85,7 @@ def select_nodes(draft: Draft, keep: Sequence[int]) -> Draft:
         aux=draft.aux,
         rank=None if draft.rank is None else draft.rank[sel],
         score=None if draft.score is None else draft.score[sel],
+        score_is_probability=draft.score_is_probability,
     )
 
 

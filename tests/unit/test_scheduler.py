@@ -173,3 +173,19 @@ def test_a_bucket_judged_poor_recovers_from_cut_candidates() -> None:
             scheduler.learn(plan, accepted, committed)
         kept[learn_pruned] = len(scheduler.schedule(draft).draft)
     assert kept == {False: 0, True: 1}
+
+
+def test_probability_scores_are_the_back_off_of_their_own_bucket() -> None:
+    """With score_prior a node starts from its drafter's probability, then follows its bucket."""
+    draft = make_draft([-1, -1], [0.9, 0.1])
+    draft.score_is_probability = True
+    scheduler = ConfidenceScheduler(synthetic("flat"))
+    first = scheduler.schedule(draft).survival
+    assert first == pytest.approx([0.9, 0.1])
+    plain = ConfidenceScheduler(synthetic("flat"), score_prior=False).schedule(draft).survival
+    assert plain == pytest.approx([0.5, 0.5])
+    for _ in range(30):  # the target never takes the 0.9 node (token 10) and always token 11
+        plan = scheduler.schedule(draft)
+        scheduler.learn(plan, target_accepts(plan.draft, {-1: 11}), [11])
+    late = scheduler.schedule(draft).survival
+    assert late[0] < 0.2 and late[1] > 0.8
