@@ -34,9 +34,7 @@ def main(argv: Sequence[str] | None = None) -> list[Path]:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s: %(message)s")
     args = parse_args(argv)
     runs = F.load_cli(args)
-    figures = P.all_figures(runs)
-    if args.only:
-        figures = {name: fig for name, fig in figures.items() if name in args.only}
+    figures = P.all_figures(runs, args.only)
     if not figures:
         sys.exit("error: no figure can be drawn from these runs")
     written = []

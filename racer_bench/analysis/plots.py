@@ -267,6 +267,8 @@ def capacity_curves(runs_df: pd.DataFrame) -> Figure:
         runs_df: :func:`racer_bench.analysis.frames.runs_frame`; a line needs >= 2 capacities of the
             same method, task and other hyperparameters.
     """
+    if not {"capacity", "speedup"} <= set(runs_df.columns):
+        raise ValueError("no speedups (runs without an AR baseline) or no capacities")
     df = runs_df.dropna(subset=["capacity", "speedup"])
     df = df.assign(line=df["family"] + " · " + df["task"].map(task_name))
     df = df[df.groupby("line")["capacity"].transform("nunique") >= 2]
@@ -449,8 +451,11 @@ def racer_first(ranks_df: pd.DataFrame) -> pd.DataFrame:
     return ranks_df
 
 
-def all_figures(runs: Sequence[F.Run]) -> dict[str, Figure]:
-    """Every figure the runs have data for, by file stem (figures without data are skipped)."""
+def all_figures(runs: Sequence[F.Run], only: Sequence[str] | None = None) -> dict[str, Figure]:
+    """Every figure (or those named in ``only``) the runs have data for, by file stem.
+
+    Figures without data are skipped.
+    """
     runs_df = F.runs_frame(runs)
     makers = {
         "speedup_mat": lambda: speedup_mat_bars(runs_df),
@@ -465,6 +470,8 @@ def all_figures(runs: Sequence[F.Run]) -> dict[str, Figure]:
     }
     figures = {}
     for name, make in makers.items():
+        if only is not None and name not in only:
+            continue
         try:
             figures[name] = make()
         except ValueError:  # no data for this figure in these runs
