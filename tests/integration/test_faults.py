@@ -27,10 +27,11 @@ import pytest
 
 from tests.conftest import REPO
 
-N_PROMPTS = 18  # the tiny task's 6 prompts, 3 times over
+N_PROMPTS = 30  # the tiny task's 6 prompts, 5 times over (seconds of work: a busy machine
+# must not finish the run before the test has seen its first lines and signalled it)
 
 
-def run_args(copies: int = 3, delay_s: float = 0.05) -> list[str]:
+def run_args(copies: int = 5, delay_s: float = 0.15) -> list[str]:
     """A tiny-model run of ``6 * copies`` prompts, each turn rendered ``delay_s`` late."""
     task = "task._target_=tests.integration.slow_task.SlowTinyTask"
     return [
