@@ -20,6 +20,7 @@ from __future__ import annotations
 import csv
 import hashlib
 import json
+import os
 import random
 import sys
 import time
@@ -191,7 +192,7 @@ def cached_features(
             return feats
     feats = target_features(target, seq, layers)
     file.parent.mkdir(parents=True, exist_ok=True)
-    tmp = file.with_suffix(".tmp")
+    tmp = file.with_suffix(f".{os.getpid()}.tmp")  # heads may build features side by side
     torch.save(feats, tmp)
     tmp.rename(file)
     return feats
