@@ -16,12 +16,11 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import time
 
 import torch
 
 from racer_bench.bench import humaneval_prompts
-from racer_bench.engine import kv_cache
+from racer_bench.engine.cost import time_tree_forward, tree_shape
 from racer_bench.engine.structs import Draft
 from racer_bench.engine.target import HFTarget
 from racer_bench.models import load_smollm2
@@ -35,26 +34,12 @@ def chain(n: int, token: int) -> Draft:
 
 def two_level(n: int, token: int) -> Draft:
     """Up to 8 children of the root, the rest spread below them (a RACER-like shape)."""
-    width = min(8, n)
-    parents = [-1] * width + [i % width for i in range(n - width)]
-    return Draft(torch.full((n,), token, dtype=torch.long), torch.tensor(parents))
+    return Draft(torch.full((n,), token, dtype=torch.long), torch.tensor(tree_shape(n)))
 
 
 def draft_of(shape: str, tokens_in_forward: int, root: int) -> Draft:
     """The draft whose forward holds ``tokens_in_forward`` tokens (root + nodes)."""
     return (chain if shape == "chain" else two_level)(tokens_in_forward - 1, root)
-
-
-def time_forward(target: HFTarget, root: int, draft: Draft) -> float:
-    """Seconds for one tree forward; the cache is rolled back afterwards."""
-    past = target.length
-    target.synchronize()
-    start = time.perf_counter()
-    target.forward_tree(root, draft)
-    target.synchronize()
-    seconds = time.perf_counter() - start
-    kv_cache.drop_last(target.cache, target.length - past)
-    return seconds
 
 
 def measure(
@@ -66,7 +51,7 @@ def measure(
         for n in sizes:
             for shape in SHAPES:
                 for engine, target in targets.items():
-                    seconds = time_forward(target, root, draft_of(shape, n, root))
+                    seconds = time_tree_forward(target, root, draft_of(shape, n, root))
                     if rep >= 2:
                         times.setdefault((engine, shape, n), []).append(seconds)
     return {key: statistics.median(values) for key, values in times.items()}
@@ -100,10 +85,10 @@ def profile(target: HFTarget, root: int, n: int, reps: int = 5, rows: int = 15) 
 
     draft = draft_of("tree", n, root)
     for _ in range(3):
-        time_forward(target, root, draft)
+        time_tree_forward(target, root, draft)
     with torch_profile(activities=[ProfilerActivity.CPU]) as prof:
         for _ in range(reps):
-            time_forward(target, root, draft)
+            time_tree_forward(target, root, draft)
     events = sorted(prof.key_averages(), key=lambda e: e.self_cpu_time_total, reverse=True)
     total = sum(e.self_cpu_time_total for e in events) / reps / 1e3
     lines = [

@@ -346,7 +346,8 @@ class ActiveClock:
         dt = time.perf_counter() - self._t0
         if len(self._recent) >= 5:
             median = sorted(self._recent)[len(self._recent) // 2]
-            dt = min(dt, median) if dt > self.PAUSE_FACTOR * median else dt
+            if dt > self.PAUSE_FACTOR * median:
+                dt = median
         self._recent = [*self._recent, dt][-50:]
         self.seconds += dt
         return dt

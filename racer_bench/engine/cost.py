@@ -181,27 +181,34 @@ def target_timer(target: Any, prefix_len: int = 170, seed: int = 0) -> TimeForwa
     arithmetic); every timed forward is a root plus a :func:`tree_shape` tree, and the cache is
     cut back to the prefix afterwards, so every size sees the same prefix.
     """
-    from racer_bench.engine import kv_cache
     from racer_bench.engine.structs import Draft
 
     gen = torch.Generator().manual_seed(seed)
     vocab = int(getattr(target, "vocab_size", 256))
     prefix = torch.randint(0, vocab, (prefix_len + 1,), generator=gen).tolist()
     target.prefill(prefix[:-1])
-    root, past = prefix[-1], target.length
+    root = prefix[-1]
 
     def time_forward(n: int) -> float:
         nodes = torch.randint(0, vocab, (n - 1,), generator=gen)
         draft = Draft(tokens=nodes, parents=torch.tensor(tree_shape(n - 1), dtype=torch.long))
-        target.synchronize()
-        start = time.perf_counter()
-        target.forward_tree(root, draft)
-        target.synchronize()
-        seconds = time.perf_counter() - start
-        kv_cache.drop_last(target.cache, target.length - past)
-        return seconds
+        return time_tree_forward(target, root, draft)
 
     return time_forward
+
+
+def time_tree_forward(target: Any, root: int, draft: Any) -> float:
+    """Seconds for one ``forward_tree`` of ``root`` + ``draft``; the cache is rolled back."""
+    from racer_bench.engine import kv_cache
+
+    past = target.length
+    target.synchronize()
+    start = time.perf_counter()
+    target.forward_tree(root, draft)
+    target.synchronize()
+    seconds = time.perf_counter() - start
+    kv_cache.drop_last(target.cache, target.length - past)
+    return seconds
 
 
 def measure_cost(
