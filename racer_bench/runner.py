@@ -21,7 +21,7 @@ from racer_bench.analysis import records as R
 from racer_bench.analysis import tracking
 from racer_bench.analysis.summary import summarize
 from racer_bench.analysis.tracking import LoggerConfig
-from racer_bench.engine.cost import CostProfile, check_spec, resolve_profile
+from racer_bench.engine.cost import DEFAULT_CONTEXT, CostProfile, check_spec, resolve_profile
 from racer_bench.engine.decode import LoopOptions, generate
 from racer_bench.engine.drafter import Drafter, NullDrafter
 from racer_bench.engine.scheduler import FixedScheduler, Scheduler
@@ -175,7 +175,9 @@ def cost_profile(cfg: DictConfig, target: HFTarget, drafter: Drafter) -> CostPro
     largest = min(int(getattr(drafter, "capacity", cfg.max_draft)), cfg.max_draft)
     largest += 1 + int(getattr(drafter, "aux_capacity", 0))  # the root and any aux branch
     reps = int(scheduler.get("profile_reps", 5))
-    return resolve_profile(scheduler.profile, target, cfg.paths.cache_dir, largest, reps)
+    context = int(scheduler.get("profile_context", DEFAULT_CONTEXT))
+    return resolve_profile(scheduler.profile, target, cfg.paths.cache_dir, largest, reps,
+                           context=context)  # fmt: skip
 
 
 def make_scheduler(cfg: DictConfig, profile: CostProfile | None) -> Scheduler:

@@ -29,7 +29,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("overrides", nargs="*", help="Hydra overrides, e.g. model=smollm2_135m")
     parser.add_argument("--max-size", type=int, default=64, help="largest forward (tokens)")
     parser.add_argument("--reps", type=int, default=7, help="timed repetitions per size")
-    parser.add_argument("--prefix", type=int, default=170, help="cached prefix length (tokens)")
+    parser.add_argument(
+        "--prefix", type=int, default=C.DEFAULT_CONTEXT, help="cached context length (tokens)"
+    )
     parser.add_argument("--out", type=Path, help="also write the profile here")
     return parser.parse_args(argv)
 

@@ -97,6 +97,7 @@ class AcceptanceEstimator:
     backoff_strength: float = 4.0
     max_depth: int = 12
     counts: list[dict[Bucket, list[float]]] = field(default_factory=list)
+    prior_counts: dict[Bucket, list[float]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not 0.0 < self.prior_mean < 1.0:
@@ -109,6 +110,7 @@ class AcceptanceEstimator:
     def reset(self) -> None:
         """Forget every outcome."""
         self.counts = [{} for _ in LEVELS]
+        self.prior_counts = {}
 
     @staticmethod
     def keys(features: Bucket) -> list[Bucket]:
@@ -119,14 +121,15 @@ class AcceptanceEstimator:
         """(p, pseudo-trials behind it) for one node's features (see the module docstring).
 
         ``prior``: the drafter's own probability for the node; when given, the finest bucket
-        backs off to it instead of to the coarser buckets.
+        backs off to it, recalibrated by the node's (source, depth) (see
+        :meth:`calibrated_prior`), instead of to the coarser buckets.
         """
         cells = [self.counts[level].get(key, (0.0, 0.0)) for level, key in
                  enumerate(self.keys(features))]  # fmt: skip
         m = self.backoff_strength
         s, n = cells[0]
         if prior is not None:
-            return (s + m * prior) / (n + m), n + m
+            return (s + m * self.calibrated_prior(features, prior)) / (n + m), n + m
         # the top level: everything outside the node's source bucket, under the top prior
         (s_src, n_src), (s_all, n_all) = cells[-2], cells[-1]
         q = (s_all - s_src + self.prior_mean * self.prior_strength) / (
@@ -135,6 +138,21 @@ class AcceptanceEstimator:
         for (s_in, n_in), (s_out, n_out) in zip(cells[:-2][::-1], cells[1:-1][::-1], strict=True):
             q = (s_out - s_in + m * q) / (n_out - n_in + m)  # the coarser bucket minus this one
         return (s + m * q) / (n + m), n + m
+
+    def calibrated_prior(self, features: Bucket, prior: float) -> float:
+        """The drafter's probability times the realised / predicted ratio of its (source, depth).
+
+        A drafter's probabilities are rarely calibrated (RACER's retrieval counts are
+        over-confident deep in a copied passage, its logits under-confident), and a finest
+        bucket sees few trials per prompt. Every trial of one (source, depth) with a drafter
+        probability says how far those probabilities are off, so the correction is learnt
+        within a few steps and the drafter's ranking inside the bucket is kept:
+        ``prior * (A + m) / (P + m)`` (at most 0.99) with ``A`` accepted trials whose
+        probabilities summed to ``P``.
+        """
+        accepted, predicted = self.prior_counts.get((features[0], features[1]), (0.0, 0.0))
+        m = self.backoff_strength
+        return min(0.99, prior * (accepted + m) / (predicted + m))
 
     def estimate(
         self,
@@ -158,18 +176,33 @@ class AcceptanceEstimator:
             out.append(memo[(f, prior)])
         return out
 
-    def update(self, features: Sequence[Bucket], parents: Sequence[int],
-               accepted: Sequence[int]) -> None:  # fmt: skip
+    def update(
+        self,
+        features: Sequence[Bucket],
+        parents: Sequence[int],
+        accepted: Sequence[int],
+        priors: Sequence[float | None] | None = None,
+    ) -> None:
         """Count the outcome of every node whose parent was accepted (see :func:`trials`)."""
-        self.count(features, trials(parents, accepted))
+        self.count(features, trials(parents, accepted), priors)
 
-    def count(self, features: Sequence[Bucket], outcomes: Sequence[tuple[int, bool]]) -> None:
-        """Count (node, accepted?) trials; ``features`` is indexed by node."""
+    def count(
+        self,
+        features: Sequence[Bucket],
+        outcomes: Sequence[tuple[int, bool]],
+        priors: Sequence[float | None] | None = None,
+    ) -> None:
+        """Count (node, accepted?) trials; ``features`` and ``priors`` are indexed by node."""
         for node, success in outcomes:
             for level, key in enumerate(self.keys(features[node])):
                 cell = self.counts[level].setdefault(key, [0.0, 0.0])
                 cell[0] += success
                 cell[1] += 1.0
+            prior = priors[node] if priors is not None else None
+            if prior is not None:
+                cell = self.prior_counts.setdefault(features[node][:2], [0.0, 0.0])
+                cell[0] += success
+                cell[1] += prior
 
 
 def survival(parents: Sequence[int], p: Sequence[float]) -> list[float]:

@@ -4,10 +4,11 @@ A speculative step forwards the root, the draft nodes and any aux tokens togethe
 confidence scheduler (:mod:`racer_bench.engine.scheduler`) weighs the tokens a tree is expected
 to commit against ``cost(N)``. A profile is
 
-* measured for the loaded target (:func:`measure_cost`): tree-shaped inputs after a ~170-token
-  prefix, every size once per repetition (interleaved), medians over repetitions, sampled on a
-  grid (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, ...) and interpolated in between;
-* cached per (model, dtype, device, threads, torch version, engine) under
+* measured for the loaded target (:func:`measure_cost`): tree-shaped inputs after a cached
+  context of ``scheduler.profile_context`` tokens (default :data:`DEFAULT_CONTEXT`), every size
+  once per repetition (interleaved), medians over repetitions, sampled on a grid (1, 2, 3, 4, 6,
+  8, 12, 16, 24, 32, 48, 64, ...) and interpolated in between;
+* cached per (model, dtype, device, threads, torch version, engine, context) under
   ``<cache_dir>/cost_profiles/`` and reused (:func:`resolve_profile` with ``auto``);
 * or synthetic (tests, model-only comparisons): ``flat`` (every size costs one forward),
   ``steep`` (N tokens cost N forwards), ``linear:<slope>`` (1 + slope * (N - 1));
@@ -40,6 +41,11 @@ from racer_bench.errors import ConfigError
 BASE_GRID = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)
 SYNTHETIC = ("flat", "steep", "linear:<slope>")
 PROFILE_DIR = "cost_profiles"
+# A chat prompt and half of 256 new tokens. Attention over the cache makes big forwards dearer
+# as the context grows: SmolLM2-135M on 2 CPU threads, cost(16) = 1.83 after 170 tokens and 2.07
+# after 400, cost(64) 4.69 and 5.92; decode steps with 11-16 draft nodes measured 1.6-2.0, so a
+# profile taken after a short prefix made the scheduler pick big trees too often.
+DEFAULT_CONTEXT = 384
 
 
 @dataclass
@@ -146,8 +152,8 @@ def tree_shape(n_nodes: int, width: int = 8) -> list[int]:
     return [-1] * top + [i % top for i in range(n_nodes - top)]
 
 
-def profile_key(target: Any) -> dict[str, Any]:
-    """What a measured profile depends on: model, dtype, device, threads, torch, engine."""
+def profile_key(target: Any, context: int = DEFAULT_CONTEXT) -> dict[str, Any]:
+    """What a measured profile depends on: model, dtype, device, threads, torch, engine, context."""
     device = torch.device(getattr(target, "device", "cpu"))
     if device.type == "cuda":
         device_name = torch.cuda.get_device_name(device)
@@ -160,13 +166,15 @@ def profile_key(target: Any) -> dict[str, Any]:
         "threads": torch.get_num_threads(),
         "torch": torch.__version__,
         "engine": str(getattr(target, "engine", "eager")),
+        "context": int(context),
     }
 
 
 def cache_path(cache_dir: Path | str, key: dict[str, Any]) -> Path:
-    """``<cache_dir>/cost_profiles/<model>-<dtype>-<device>-t<threads>-torch<v>-<engine>.json``."""
+    """``<cache_dir>/cost_profiles/<model>-<dtype>-<device>-t<n>-torch<v>-<engine>-c<context>.json``."""
+    context = f"c{key.get('context', DEFAULT_CONTEXT)}"
     parts = [key["model"], key["dtype"], key["device"], f"t{key['threads']}",
-             f"torch{key['torch']}", key["engine"]]  # fmt: skip
+             f"torch{key['torch']}", key["engine"], context]  # fmt: skip
     name = "-".join(re.sub(r"[^A-Za-z0-9_.+]+", "_", str(p)) for p in parts)
     return Path(cache_dir).expanduser() / PROFILE_DIR / f"{name}.json"
 
@@ -174,7 +182,7 @@ def cache_path(cache_dir: Path | str, key: dict[str, Any]) -> Path:
 TimeForward = Callable[[int], float]
 
 
-def target_timer(target: Any, prefix_len: int = 170, seed: int = 0) -> TimeForward:
+def target_timer(target: Any, prefix_len: int = DEFAULT_CONTEXT, seed: int = 0) -> TimeForward:
     """A function timing one verification forward of ``n`` tokens on ``target`` (seconds).
 
     The target is prefilled once with ``prefix_len`` token ids (content does not change the
@@ -245,12 +253,16 @@ def measure_cost(
 
 
 def measure_target(
-    target: Any, max_size: int, reps: int = 5, prefix_len: int = 170, progress: bool = True
+    target: Any,
+    max_size: int,
+    reps: int = 5,
+    prefix_len: int = DEFAULT_CONTEXT,
+    progress: bool = True,
 ) -> CostProfile:
     """:func:`measure_cost` of ``target`` on the :func:`grid` up to ``max_size``, with its key."""
     timer = target_timer(target, prefix_len)
     profile = measure_cost(timer, grid(max_size), reps, progress=progress)
-    profile.meta |= {"key": profile_key(target), "prefix_len": prefix_len,
+    profile.meta |= {"key": profile_key(target, prefix_len), "prefix_len": prefix_len,
                      "measured": time.strftime("%Y-%m-%dT%H:%M:%S")}  # fmt: skip
     return profile
 
@@ -262,6 +274,7 @@ def resolve_profile(
     max_size: int,
     reps: int = 5,
     progress: bool = True,
+    context: int = DEFAULT_CONTEXT,
 ) -> CostProfile:
     """The profile named by ``scheduler.profile``.
 
@@ -271,17 +284,18 @@ def resolve_profile(
         target: the loaded target (only ``auto`` uses it).
         cache_dir: ``paths.cache_dir``.
         max_size: the largest forward the run can make (largest draft + root + aux).
+        context: cached tokens before the timed forwards (``auto`` only).
     """
     spec = str(spec)
     if spec == "auto":
-        key = profile_key(target)
+        key = profile_key(target, context)
         path = cache_path(cache_dir, key)
         if path.exists():
             cached = CostProfile.load(path)
             if cached.max_size >= max_size:
                 cached.meta["source"] = str(path)
                 return cached
-        profile = measure_target(target, max_size, reps, progress=progress)
+        profile = measure_target(target, max_size, reps, context, progress=progress)
         profile.save(path)
         profile.meta["source"] = str(path)
         return profile

@@ -131,7 +131,7 @@ class ConfidenceScheduler:
 
     Args:
         profile: the target's cost curve.
-        draft_sizing, profile_reps: config keys read by the method YAMLs and by
+        draft_sizing, profile_reps, profile_context: config keys read by the method YAMLs and by
             :func:`racer_bench.engine.cost.resolve_profile`; kept for the record.
         persist_across_prompts: keep acceptance statistics across generation calls (default:
             reset per call, so results do not depend on prompt order).
@@ -159,6 +159,7 @@ class ConfidenceScheduler:
         profile: CostProfile | str,  # the YAML's spec; the runner passes the resolved curve
         draft_sizing: Literal["cpu", "gpu"] = "gpu",
         profile_reps: PositiveInt = 5,
+        profile_context: PositiveInt = 384,
         persist_across_prompts: bool = False,
         prior_mean: Annotated[float, Interval(gt=0, lt=1)] = 0.5,
         prior_strength: PositiveFloat = 2.0,
@@ -172,6 +173,7 @@ class ConfidenceScheduler:
             raise ConfigError(f"scheduler.profile={profile}: the runner resolves it to a curve")
         self.profile = profile
         self.draft_sizing, self.profile_reps = draft_sizing, profile_reps
+        self.profile_context = profile_context
         self.persist_across_prompts = persist_across_prompts
         self.explore = explore
         self.learn_pruned = learn_pruned
@@ -217,9 +219,10 @@ class ConfidenceScheduler:
             path = [plan.kept[i] for i in accepted]
             tokens = plan.candidates.tokens.tolist()
             outcomes = counterfactual_trials(parents, tokens, path, committed)
-            self.estimator.count(plan.candidate_features, outcomes)
+            self.estimator.count(plan.candidate_features, outcomes, self._priors(plan.candidates))
         elif plan.features:
-            self.estimator.update(plan.features, plan.draft.parents.tolist(), accepted)
+            self.estimator.update(plan.features, plan.draft.parents.tolist(), accepted,
+                                  self._priors(plan.draft))  # fmt: skip
 
 
 def counterfactual_trials(

@@ -106,3 +106,21 @@ def test_bad_priors_are_rejected() -> None:
 
 def test_survival_multiplies_along_paths() -> None:
     assert survival([-1, 0, 1, -1], [0.5, 0.5, 0.8, 0.9]) == pytest.approx([0.5, 0.25, 0.2, 0.9])
+
+
+def test_drafter_probabilities_are_recalibrated_per_source_and_depth() -> None:
+    """Over-confident drafter probabilities are scaled down by their (source, depth) record."""
+    est = AcceptanceEstimator(backoff_strength=4.0)
+    node = (1, 3, 0, -1)  # retrieval, depth 3
+    assert est.posterior(node, prior=0.9)[0] == pytest.approx(0.9)  # nothing learnt yet
+    # 20 trials in other buckets of (retrieval, depth 3), each predicted 0.9, half accepted
+    others = [(1, 3, r, s) for r in (1, 2) for s in (-2, -3)]
+    features = [others[i % 4] for i in range(20)]
+    est.count(features, [(i, i % 2 == 0) for i in range(20)], [0.9] * 20)
+    expected = 0.9 * (10 + 4.0) / (18 + 4.0)
+    assert est.calibrated_prior(node, 0.9) == pytest.approx(expected)
+    assert est.posterior(node, prior=0.9)[0] == pytest.approx(expected)  # finest bucket empty
+    assert est.posterior((1, 4, 0, -1), prior=0.9)[0] == pytest.approx(0.9)  # other depth
+    assert est.posterior((2, 3, 0, -1), prior=0.9)[0] == pytest.approx(0.9)  # other source
+    est.reset()
+    assert est.calibrated_prior(node, 0.9) == pytest.approx(0.9)

@@ -98,7 +98,7 @@ def test_auto_measures_once_then_reads_the_cache(tiny_target, tmp_path, monkeypa
     path = C.cache_path(tmp_path, key)
     assert path.exists() and profile.meta["source"] == str(path)
     assert json.loads(path.read_text())["meta"]["key"] == key
-    assert tiny_target.length == 170  # the prefix is all that stays cached
+    assert tiny_target.length == C.DEFAULT_CONTEXT  # the prefix is all that stays cached
 
     def no_measuring(*args, **kwargs):
         raise AssertionError("the cached profile should have been used")
