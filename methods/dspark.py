@@ -50,7 +50,7 @@ from typing import ClassVar
 import torch
 
 from methods.dspark_head import KV, DSparkHead, acceptance_scores, dspark_config
-from methods.heads import grow_scored_tree, load_checkpoint, tree_draft
+from methods.heads import Engine, for_inference, grow_scored_tree, load_checkpoint, tree_draft
 from racer_bench.engine.drafter import DrafterNeeds
 from racer_bench.engine.structs import Draft, DraftContext, Feedback, Source
 from racer_bench.schema import NonNegativeFloat, NonNegativeInt, PositiveInt, Seed
@@ -83,14 +83,15 @@ class DSparkDrafter:
         temperature: NonNegativeFloat = 0.0,
         calibrated: bool = True,
         seed: Seed = 0,
+        engine: Engine = "auto",
     ) -> None:
-        self.vocab_size = vocab_size
+        self.vocab_size, self.engine = vocab_size, engine
         self.block_size, self.topk, self.capacity = block_size, topk, total_tokens
         self.temperature, self.calibrated, self.seed = float(temperature), calibrated, seed
         self.head: DSparkHead | None = None
         layers = tuple(feature_layers) if feature_layers else RANDOM_LAYERS
         if checkpoint is not None:
-            self.head = load_dspark(checkpoint)
+            self.head = for_inference(load_dspark(checkpoint), engine)
             layers = tuple(feature_layers or self.head.cfg["feature_layers"])
             self.block_size = min(block_size, self.head.block_size)
         self.needs = DrafterNeeds(hidden_states=True, hidden_layers=layers)
@@ -103,7 +104,7 @@ class DSparkDrafter:
         torch.manual_seed(self.seed)
         head = DSparkHead(cfg, torch.arange(self.vocab_size))
         torch.nn.init.normal_(head.markov_out.weight, std=0.5)  # exercise the Markov path
-        return head.eval()
+        return for_inference(head, self.engine)
 
     def reset(self, prompt_ids: list[int], prompt_topk: torch.Tensor | None) -> None:
         self._ctx: KV | None = None  # per layer context keys/values of committed positions

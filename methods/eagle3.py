@@ -25,7 +25,9 @@ import torch
 
 from methods.heads import (
     Eagle3Head,
+    Engine,
     eagle3_config,
+    for_inference,
     grow_scored_tree,
     load_eagle3,
     tree_draft,
@@ -53,13 +55,14 @@ class Eagle3Drafter:
         topk: PositiveInt = 4,
         total_tokens: PositiveInt = 24,
         seed: Seed = 0,
+        engine: Engine = "auto",
     ) -> None:
-        self.vocab_size = vocab_size
+        self.vocab_size, self.engine = vocab_size, engine
         self.depth, self.topk, self.capacity, self.seed = depth, topk, total_tokens, seed
         self.head: Eagle3Head | None = None
         layers = tuple(feature_layers) if feature_layers else RANDOM_LAYERS
         if checkpoint is not None:
-            self.head = load_eagle3(checkpoint, embed_from).eval()
+            self.head = for_inference(load_eagle3(checkpoint, embed_from), engine)
             layers = tuple(feature_layers or self.head.cfg["feature_layers"])
         self.needs = DrafterNeeds(hidden_states=True, hidden_layers=layers)
         self._reset_state()
@@ -74,7 +77,7 @@ class Eagle3Drafter:
         n = len(self.needs.hidden_layers)
         cfg = eagle3_config(feature_size // n, feature_size, self.vocab_size)
         torch.manual_seed(self.seed)
-        return Eagle3Head(cfg, torch.arange(self.vocab_size)).eval()
+        return for_inference(Eagle3Head(cfg, torch.arange(self.vocab_size)), self.engine)
 
     def reset(self, prompt_ids: list[int], prompt_topk: torch.Tensor | None) -> None:
         self._reset_state()

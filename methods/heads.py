@@ -16,14 +16,28 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from racer_bench.engine import small_gemm
 from racer_bench.engine.structs import Draft, Source
 from racer_bench.errors import ConfigError
+
+Engine = Literal["auto", "eager", "fast"]
+
+
+def for_inference(module: nn.Module, engine: Engine = "auto") -> nn.Module:
+    """Eval mode without gradients; unless ``engine`` is eager, float32 CPU linear layers go
+    through the fast engine's packed small-M GEMM as the target's do (drafting a few rows at a
+    time is exactly what it is for). A head on a GPU, or without the kernel, is left as is.
+    """
+    module.eval().requires_grad_(False)
+    if engine != "eager" and small_gemm.unavailable_reason() is None:
+        small_gemm.pack_linears(module)
+    return module
 
 
 class RMSNorm(nn.Module):

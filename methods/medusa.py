@@ -22,7 +22,14 @@ from typing import ClassVar
 
 import torch
 
-from methods.heads import MedusaHeads, grow_scored_tree, load_checkpoint, tree_draft
+from methods.heads import (
+    Engine,
+    MedusaHeads,
+    for_inference,
+    grow_scored_tree,
+    load_checkpoint,
+    tree_draft,
+)
 from racer_bench.engine.drafter import DrafterNeeds
 from racer_bench.engine.structs import Draft, DraftContext, Feedback
 from racer_bench.schema import PositiveInt, Seed
@@ -44,8 +51,9 @@ class MedusaDrafter:
         topk: PositiveInt = 4,
         total_tokens: PositiveInt = 24,
         seed: Seed = 0,
+        engine: Engine = "auto",
     ) -> None:
-        self.vocab_size = vocab_size
+        self.vocab_size, self.engine = vocab_size, engine
         self.topk = topk
         self.capacity = total_tokens
         self.seed = seed
@@ -58,6 +66,7 @@ class MedusaDrafter:
                 cfg["hidden_size"], cfg["num_heads"], cfg["num_layers"], data["state"]["draft_ids"]
             )
             self.heads.load_state_dict(data["state"])
+            for_inference(self.heads, engine)
         self._last: torch.Tensor | None = None
 
     def _random_heads(self, hidden_size: int) -> MedusaHeads:
@@ -65,7 +74,7 @@ class MedusaDrafter:
         heads = MedusaHeads(
             hidden_size, self.num_heads, self.num_layers, torch.arange(self.vocab_size)
         )
-        return heads.eval()
+        return for_inference(heads, self.engine)
 
     def reset(self, prompt_ids: list[int], prompt_topk: torch.Tensor | None) -> None:
         self._last = None

@@ -6,6 +6,8 @@ writes ``docs/tables.md`` and ``docs/tables.tex`` (without ``--out`` the Markdow
 Tables, each built only when the folder holds runs for it:
 
 * main: lossless methods x Spec-Bench categories (+ overall, HumanEval, MGSM-ZH), speedup (MAT);
+* spec_bench_categories: Spec-Bench's 13 categories x methods, speedup with its 95 % bootstrap
+  interval, and MAT;
 * ablation: RACER full / logits tree only / retrieval tree only / last logit / LRU off;
 * logitspec: speedup, MAT and retrieval success per task;
 * asd: per task, Pareto-optimal (B, g, M) settings: throughput gain, MAT strict -> ASD,
@@ -32,6 +34,7 @@ import pandas as pd
 from racer_bench.analysis import frames as F
 from racer_bench.analysis import paper_numbers as PN
 from racer_bench.analysis.plots import SPEC_BENCH_GROUPS, asd_label, pareto_front
+from racer_bench.tasks.spec_bench import MT_BENCH_CATEGORIES, SINGLE_TURN_CATEGORIES
 
 DASH = "–"
 ABLATIONS = (
@@ -66,6 +69,15 @@ def speed_cell(row: pd.Series | None) -> str:
     if row is None:
         return DASH
     return f"{num(row.get('speedup'), '{:.2f}×')} ({num(row.get('mat'), '{:.2f}')})"
+
+
+def ci_cell(row: pd.Series | None) -> str:
+    """``"1.52× [1.31, 1.70] (2.10)"``: speedup, its 95 % bootstrap CI over prompts, and MAT."""
+    if row is None:
+        return DASH
+    low, high = row.get("speedup_ci_low"), row.get("speedup_ci_high")
+    interval = f" [{num(low, '{:.2f}')}, {num(high, '{:.2f}')}]" if low is not None else ""
+    return f"{num(row.get('speedup'), '{:.2f}×')}{interval} ({num(row.get('mat'), '{:.2f}')})"
 
 
 def reported(numbers: dict[str, PN.Reported] | None) -> str:
@@ -147,6 +159,35 @@ def main_table(runs_df: pd.DataFrame, cats_df: pd.DataFrame, paper: bool) -> Tab
         rows,
         notes + PN.citations(sources),
     )
+
+
+def spec_bench_categories_table(runs_df: pd.DataFrame, raw_df: pd.DataFrame) -> Table | None:
+    """Spec-Bench's 13 categories x methods: ``speedup [95 % CI] (MAT)``, prompts per category."""
+    df = lossless_defaults(runs_df)
+    if df.empty or raw_df.empty:
+        return None
+    df = df[df["task"] == "spec_bench"]
+    cats = raw_df[raw_df["label"].isin(df["label"]) & (raw_df["task"] == "spec_bench")]
+    if cats.empty:
+        return None
+    order = [*MT_BENCH_CATEGORIES, *SINGLE_TURN_CATEGORIES]
+    present = set(cats["category"])
+    categories = [c for c in order if c in present] + sorted(present - set(order))
+    methods = list(dict.fromkeys(cats["method"]))
+    header = ["category", "prompts", *[F.METHOD_NAMES.get(m, m) for m in methods]]
+    rows = []
+    for category in [*categories, None]:
+        where = cats[cats["category"] == category] if category else df
+        n = int(where["n_prompts"].max())
+        name = category.replace("_", " ") if category else "all"
+        rows.append([name, str(n), *[ci_cell(lookup(where, method=m)) for m in methods]])
+    notes = [
+        "Cells: speedup over AR (×), its 95 % bootstrap interval over the category's prompts in "
+        "square brackets, and MAT in brackets. The first 8 rows are MT-Bench (2 turns each).",
+        *context_notes(df),
+    ]
+    title = "Spec-Bench per category: speedup [95 % CI] (MAT)"
+    return Table("spec_bench_categories", title, header, rows, notes)
 
 
 def ablation_table(runs_df: pd.DataFrame, paper: bool) -> Table | None:
@@ -366,6 +407,7 @@ def build_tables(runs: Sequence[F.Run], paper: bool = True) -> list[Table]:
     runs_df = F.runs_frame(runs)
     tables = [
         main_table(runs_df, F.categories_frame(runs), paper),
+        spec_bench_categories_table(runs_df, F.categories_frame(runs, "category")),
         ablation_table(runs_df, paper),
         logitspec_table(runs_df, paper),
         asd_table(runs_df, paper),

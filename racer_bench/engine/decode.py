@@ -133,10 +133,10 @@ class _Loop:
         target, options, clock, needs = self.target, self.options, self.clock, self.needs
         room = min(self.stop.max_new_tokens - len(generated), target.max_length - len(tokens) - 1)
         max_depth = max(room - 1, 0)  # accepted + bonus must fit in the room left
-        ctx = DraftContext(tokens, tokens[-1], options.max_draft, max_depth, root_topk,
-                           prompt_hidden)  # fmt: skip
+        budget = min(options.max_draft, self.scheduler.candidate_budget() or options.max_draft)
+        ctx = DraftContext(tokens, tokens[-1], budget, max_depth, root_topk, prompt_hidden)
         t0 = clock.now()
-        draft = prune(self.drafter.propose(ctx), options.max_draft, max_depth)
+        draft = prune(self.drafter.propose(ctx), budget, max_depth)
         plan = self.scheduler.schedule(draft)
         draft = plan.draft
         t1 = clock.now()

@@ -21,6 +21,7 @@ set), so every verifier stays exactly as lossless, or as lossy, as it is without
 from __future__ import annotations
 
 import math
+from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Annotated, ClassVar, Literal, Protocol, runtime_checkable
@@ -79,6 +80,9 @@ class Scheduler(Protocol):
     def schedule(self, draft: Draft) -> Plan:
         """The sub-draft to verify."""
 
+    def candidate_budget(self) -> int | None:
+        """The most nodes the drafter should propose next step (None: its own size)."""
+
     def learn(self, plan: Plan, accepted: list[int], committed: Sequence[int] = ()) -> None:
         """Learn from the accepted nodes (indices into ``plan.draft``) and committed tokens."""
 
@@ -97,6 +101,9 @@ class FixedScheduler:
 
     def schedule(self, draft: Draft) -> Plan:
         return Plan(draft, len(draft))
+
+    def candidate_budget(self) -> int | None:
+        return None
 
     def learn(self, plan: Plan, accepted: list[int], committed: Sequence[int] = ()) -> None:
         pass
@@ -150,6 +157,11 @@ class ConfidenceScheduler:
             own score (weight ``backoff_strength``) instead of to the coarser buckets, so the
             online statistics recalibrate the drafter's probabilities per bucket instead of
             replacing them with bucket averages.
+        adaptive_candidates, min_candidates, candidate_window: ask the drafter for at most
+            twice the largest tree kept over the last ``candidate_window`` steps, and at least
+            ``min_candidates`` nodes (:meth:`candidate_budget`). Where the cost curve is steep
+            the scheduler keeps a few nodes of 64; building and scoring the rest every step is
+            overhead. A step that keeps everything it was offered doubles the next offer.
     """
 
     name: ClassVar[str] = "confidence"
@@ -168,6 +180,9 @@ class ConfidenceScheduler:
         explore: NonNegativeFloat = 0.0,
         learn_pruned: bool = True,
         score_prior: bool = True,
+        adaptive_candidates: bool = True,
+        min_candidates: PositiveInt = 16,
+        candidate_window: PositiveInt = 16,
     ) -> None:
         if not isinstance(profile, CostProfile):
             raise ConfigError(f"scheduler.profile={profile}: the runner resolves it to a curve")
@@ -178,12 +193,20 @@ class ConfidenceScheduler:
         self.explore = explore
         self.learn_pruned = learn_pruned
         self.score_prior = score_prior
+        self.adaptive_candidates, self.min_candidates = adaptive_candidates, min_candidates
+        self._kept: deque[int] = deque(maxlen=candidate_window)
         self.estimator = AcceptanceEstimator(prior_mean, prior_strength, backoff_strength,
                                              max_depth)  # fmt: skip
 
     def reset(self) -> None:
         if not self.persist_across_prompts:
             self.estimator.reset()
+            self._kept.clear()
+
+    def candidate_budget(self) -> int | None:
+        if not self.adaptive_candidates:
+            return None
+        return max(self.min_candidates, 2 * max(self._kept, default=0))
 
     def schedule(self, draft: Draft) -> Plan:
         n = len(draft)
@@ -213,6 +236,7 @@ class ConfidenceScheduler:
         return [None if math.isnan(x) else min(max(x, 0.01), 0.99) for x in draft.score.tolist()]
 
     def learn(self, plan: Plan, accepted: list[int], committed: Sequence[int] = ()) -> None:
+        self._kept.append(len(plan.draft))
         if plan.candidates is not None and self.learn_pruned and committed:
             assert plan.kept is not None and plan.candidate_features is not None
             parents = plan.candidates.parents.tolist()

@@ -65,7 +65,7 @@ def md_rows(section: str) -> dict[str, list[str]]:
 
 
 def test_all_four_tables_are_built(tables: dict[str, str]) -> None:
-    assert {"main", "ablation", "logitspec", "asd"} <= set(tables)
+    assert {"main", "spec_bench_categories", "ablation", "logitspec", "asd"} <= set(tables)
     assert "make_tables.py --results" in tables["all"].splitlines()[0]
 
 
@@ -81,6 +81,22 @@ def test_main_table_cells_come_from_the_runs(results: Path, tables: dict[str, st
     assert "multi turn" in header and "RACER paper: Spec-Bench overall" in header
     assert "arXiv:2604.14885" in tables["main"]
     assert "tiny_random (float64) on cpu:test" in tables["main"]
+
+
+def test_spec_bench_table_has_a_row_per_category_with_intervals(
+    results: Path, tables: dict[str, str]
+) -> None:
+    rows = md_rows(tables["spec_bench_categories"])
+    assert list(rows) == ["writing", "coding", "translation", "summarization", "qa", "rag", "all"]
+    raw = F.categories_frame(F.load_runs(results / "main"), "category").set_index(
+        ["label", "task", "category"]
+    )
+    coding = raw.loc[("RACER", "spec_bench", "coding")]
+    cell = (f"{coding['speedup']:.2f}× [{coding['speedup_ci_low']:.2f}, "
+            f"{coding['speedup_ci_high']:.2f}] ({coding['mat']:.2f})")  # fmt: skip
+    header = tables["spec_bench_categories"].splitlines()[2].strip("|").split(" | ")
+    assert rows["coding"][[h.strip() for h in header].index("RACER")] == cell
+    assert rows["all"][1] == "12"
 
 
 def test_ablation_table_rows_and_paper_column(tables: dict[str, str]) -> None:
@@ -105,7 +121,7 @@ def test_asd_table_shows_front_and_frozen_setting(results: Path, tables: dict[st
 
 def test_latex_is_escaped(tables: dict[str, str]) -> None:
     tex = tables["tex"]
-    assert tex.count(r"\begin{tabular}") == 4 and r"\label{tab:asd}" in tex
+    assert tex.count(r"\begin{tabular}") == 5 and r"\label{tab:asd}" in tex
     assert r"$\times$" in tex and "×" not in tex and r"tiny\_random" in tex
 
 

@@ -189,3 +189,20 @@ def test_probability_scores_are_the_back_off_of_their_own_bucket() -> None:
         scheduler.learn(plan, target_accepts(plan.draft, {-1: 11}), [11])
     late = scheduler.schedule(draft).survival
     assert late[0] < 0.2 and late[1] > 0.8
+
+
+def test_candidate_budget_follows_the_trees_it_keeps() -> None:
+    """At least min_candidates; twice the largest kept tree of the window; reset per call."""
+    scheduler = ConfidenceScheduler(synthetic("flat"), min_candidates=4, candidate_window=2)
+    assert scheduler.candidate_budget() == 4
+    chain = make_draft(list(range(-1, 9)))  # 10 nodes, kept whole on a flat curve
+    scheduler.learn(scheduler.schedule(chain), [])
+    assert scheduler.candidate_budget() == 20
+    for _ in range(2):  # the window forgets the big tree once two small steps follow it
+        scheduler.learn(scheduler.schedule(make_draft([-1])), [])
+    assert scheduler.candidate_budget() == 4
+    scheduler.learn(scheduler.schedule(chain), [])
+    scheduler.reset()
+    assert scheduler.candidate_budget() == 4
+    fixed_offer = ConfidenceScheduler(synthetic("flat"), adaptive_candidates=False)
+    assert fixed_offer.candidate_budget() is None and FixedScheduler().candidate_budget() is None

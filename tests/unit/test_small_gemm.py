@@ -72,3 +72,19 @@ def test_float64_linears_are_not_replaced() -> None:
     wrapper = nn.Sequential(model)
     assert small_gemm.pack_linears(wrapper) == 0
     assert wrapper[0] is model
+
+
+@pytest.mark.parametrize("engine", ["auto", "fast", "eager"])
+def test_draft_heads_use_the_kernel_unless_the_engine_is_eager(engine: str) -> None:
+    from methods.heads import MedusaHeads, for_inference
+
+    torch.manual_seed(0)
+    heads = MedusaHeads(32, 2, 1, torch.arange(50))
+    x = torch.randn(3, 32)
+    with torch.no_grad():
+        before = heads(x)
+    ready = for_inference(heads, engine)
+    packed = [m for m in ready.modules() if isinstance(m, small_gemm.PackedLinear)]
+    assert bool(packed) == (engine != "eager")
+    assert not any(p.requires_grad for p in ready.parameters()) and not ready.training
+    torch.testing.assert_close(ready(x), before, rtol=1e-5, atol=1e-5)  # grad mode on: kernel

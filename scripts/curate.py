@@ -1,0 +1,101 @@
+"""Copy finished run folders into ``results/curated/<name>/``, without machine paths.
+
+    python scripts/curate.py results/racer_main/2026-12-01_07-00-00 --name racer_main
+    python scripts/curate.py results/racer_main/<sweep>/* --name racer_main
+
+Each run folder's records (``prompts.jsonl``, ``summary.json``, ``manifest.json``,
+``cost_profile.json``, ``cli.log``, ``.hydra/*.yaml``) are copied to
+``results/curated/<name>/<run folder name>/`` (or ``results/curated/<name>/`` for ``--flat``
+with one run). The data directory becomes ``<data_dir>``, the home folder ``~`` and the
+repository root ``.``, so committed records name no machine. Unfinished runs (``INCOMPLETE``)
+are refused: a table must not be built from half a run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+RECORDS = ("prompts.jsonl", "summary.json", "manifest.json", "cost_profile.json", "cli.log")
+HYDRA = ("config.yaml", "overrides.yaml", "hydra.yaml")
+
+
+def machine_paths(run: Path) -> list[tuple[str, str]]:
+    """(absolute path, placeholder) pairs to replace, longest first."""
+    pairs = [(str(ROOT), "."), (str(Path.home()), "~")]
+    manifest = run / "manifest.json"
+    if manifest.exists():
+        text = manifest.read_text(encoding="utf-8")
+        data_dir = _find_key(json.loads(text), "data_dir")
+        if data_dir and Path(data_dir).is_absolute():
+            pairs.append((str(data_dir), "<data_dir>"))
+    return sorted(pairs, key=lambda p: -len(p[0]))
+
+
+def _find_key(node: object, key: str) -> str | None:
+    """The first value of ``key`` anywhere in a JSON tree."""
+    if isinstance(node, dict):
+        if isinstance(node.get(key), str):
+            return node[key]
+        children = node.values()
+    elif isinstance(node, list):
+        children = node
+    else:
+        return None
+    for child in children:
+        found = _find_key(child, key)
+        if found:
+            return found
+    return None
+
+
+def scrub(text: str, pairs: Sequence[tuple[str, str]]) -> str:
+    for path, placeholder in pairs:
+        text = text.replace(path, placeholder)
+    return text
+
+
+def curate(run: Path, dest: Path) -> Path:
+    """Copy one finished run folder's records to ``dest`` with machine paths replaced."""
+    if not (run / "summary.json").exists() or (run / "INCOMPLETE").exists():
+        raise SystemExit(f"error: {run} is not a finished run folder")
+    pairs = machine_paths(run)
+    names = [*RECORDS, *(f".hydra/{n}" for n in HYDRA)]
+    for name in names:
+        src = run / name
+        if not src.exists():
+            continue
+        out = dest / name
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(scrub(src.read_text(encoding="utf-8"), pairs), encoding="utf-8")
+    return dest
+
+
+def main(argv: Sequence[str] | None = None) -> list[Path]:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("runs", nargs="+", type=Path, help="finished run folders")
+    parser.add_argument("--name", required=True, help="folder under results/curated/")
+    parser.add_argument("--flat", action="store_true", help="one run, copied to <name>/ itself")
+    parser.add_argument("--curated", type=Path, default=ROOT / "results" / "curated")
+    args = parser.parse_args(argv)
+    runs = [r for r in args.runs if r.is_dir()]
+    if args.flat and len(runs) != 1:
+        sys.exit("error: --flat takes exactly one run folder")
+    base = args.curated / args.name
+    out = []
+    for run in runs:
+        dest = base if args.flat else base / run.name
+        if dest.exists() and not args.flat:
+            shutil.rmtree(dest)
+        out.append(curate(run, dest))
+        print(f"curated {run} -> {dest}")
+    return out
+
+
+if __name__ == "__main__":
+    main()
