@@ -151,7 +151,10 @@ def fitted_dspark(target: HFTarget, prompt: list[int]) -> DSparkDrafter:
     """A DSpark drafter (sampled tree: 2 i.i.d. chains with q rows) whose head was fitted to the
     target's samples after ``prompt``, so that its q overlaps p and drafts get accepted (a
     random head's q almost never does on the tiny model)."""
-    drafter = DSparkDrafter(target.vocab_size, temperature=1.0, topk=2, total_tokens=6)
+    # engine=eager keeps plain nn.Linear layers, which the fit below trains
+    drafter = DSparkDrafter(
+        target.vocab_size, temperature=1.0, topk=2, total_tokens=6, engine="eager"
+    )
     verifier = SamplingVerifier(temperature=TEMPERATURE)
     seqs = [prompt + ar_tokens(target, prompt, max_new_tokens=DEPTH, verifier=verifier,
                                seed=10_000 + s) for s in range(24)]  # fmt: skip
@@ -161,7 +164,7 @@ def fitted_dspark(target: HFTarget, prompt: list[int]) -> DSparkDrafter:
         for seq in seqs:
             out = target.body(input_ids=torch.tensor([seq]), output_hidden_states=True)
             feats.append(features(out, layers).float())
-    head = drafter._random_head(feats[0].shape[-1]).train()
+    head = drafter._random_head(feats[0].shape[-1]).train().requires_grad_(True)
     drafter.head = head
     opt = torch.optim.Adam([p for p in head.parameters() if p.requires_grad], lr=1e-2)
     roots = torch.tensor([len(prompt) - 1, len(prompt)])
@@ -172,7 +175,7 @@ def fitted_dspark(target: HFTarget, prompt: list[int]) -> DSparkDrafter:
         opt.zero_grad()
         loss.backward()
         opt.step()
-    head.eval()
+    head.eval().requires_grad_(False)
     return drafter
 
 

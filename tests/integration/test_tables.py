@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import importlib.util
 import re
-import sys
 from collections.abc import Callable
 from pathlib import Path
-from types import ModuleType
 
 import pandas as pd
 import pytest
@@ -15,19 +12,10 @@ from omegaconf import DictConfig, OmegaConf
 
 from racer_bench.analysis import frames as F
 from racer_bench.analysis import paper_numbers as PN
+from tests.scripts import load_script
 from tests.unit.test_frames import SPEC_CATEGORIES, write_run
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-def load_script(name: str) -> ModuleType:
-    """``scripts/<name>.py`` as a module (the scripts folder is not a package)."""
-    sys.path.insert(0, str(REPO / "scripts"))
-    spec = importlib.util.spec_from_file_location(name, REPO / "scripts" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # dataclasses look their module up while the class is built
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.fixture(scope="module")

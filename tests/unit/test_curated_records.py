@@ -2,22 +2,16 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
 from pathlib import Path
 
 import pytest
 
+from tests.scripts import load_script
+
 ROOT = Path(__file__).resolve().parents[2]
 MACHINE_PATH = re.compile(r"(?<![\w.:/~])/(?:root|home|Users|work|check|tmp|mnt|scratch)/")
-
-
-def load_curate():
-    spec = importlib.util.spec_from_file_location("curate", ROOT / "scripts/curate.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def test_no_curated_record_names_a_machine_path() -> None:
@@ -42,7 +36,7 @@ def make_run(folder: Path, data_dir: str) -> Path:
 
 
 def test_curate_copies_the_records_without_machine_paths(tmp_path) -> None:
-    curate = load_curate()
+    curate = load_script("curate")
     run = make_run(tmp_path / "runs/2026-12-01_07-00-00", "/scratch/me/datasets")
     (run / "big.bin").write_bytes(b"\0" * 10)  # not a record: left behind
     [dest] = curate.main([str(run), "--name", "exp", "--curated", str(tmp_path / "curated")])
@@ -55,7 +49,7 @@ def test_curate_copies_the_records_without_machine_paths(tmp_path) -> None:
 
 
 def test_curate_refuses_an_unfinished_run(tmp_path) -> None:
-    curate = load_curate()
+    curate = load_script("curate")
     run = make_run(tmp_path / "run", "/data")
     (run / "INCOMPLETE").write_text("")
     with pytest.raises(SystemExit, match="not a finished run"):
