@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -24,9 +24,8 @@ from torch import nn
 
 from racer_bench.engine import small_gemm
 from racer_bench.engine.structs import Draft, Source
+from racer_bench.engine.target import Engine
 from racer_bench.errors import ConfigError
-
-Engine = Literal["auto", "eager", "fast"]
 
 
 def for_inference(module: nn.Module, engine: Engine = "auto") -> nn.Module:

@@ -26,7 +26,7 @@ from racer_bench.engine.decode import LoopOptions, generate
 from racer_bench.engine.drafter import Drafter, NullDrafter
 from racer_bench.engine.scheduler import FixedScheduler, Scheduler
 from racer_bench.engine.stopping import StopRule
-from racer_bench.engine.target import HFTarget
+from racer_bench.engine.target import Engine, HFTarget
 from racer_bench.engine.verify import GreedyVerifier, Verifier
 from racer_bench.errors import ConfigError, RunStopped, find_config_error
 from racer_bench.schema import Instantiable, NonNegativeInt, PositiveInt, Seed, check
@@ -84,7 +84,7 @@ class RunConfig:
     max_draft: NonNegativeInt = 256
     num_threads: PositiveInt | None = None
     hardware: Literal["cpu", "gpu"] = "cpu"
-    engine: Literal["auto", "eager", "fast"] = "auto"
+    engine: Engine = "auto"
     experiment_name: str = "adhoc"
     tags: list[str] = field(default_factory=list)
     model: Instantiable = field(default_factory=dict)

@@ -64,20 +64,16 @@ def num(value: float | None, pattern: str) -> str:
     return pattern.format(value)
 
 
-def speed_cell(row: pd.Series | None) -> str:
-    """``"1.52× (2.10)"``: speedup over AR and MAT."""
+def speed_cell(row: pd.Series | None, interval: bool = False) -> str:
+    """``"1.52× (2.10)"``: speedup over AR and MAT; with ``interval`` the speedup's 95 %
+    bootstrap CI over prompts goes between them, ``"1.52× [1.31, 1.70] (2.10)"``."""
     if row is None:
         return DASH
-    return f"{num(row.get('speedup'), '{:.2f}×')} ({num(row.get('mat'), '{:.2f}')})"
-
-
-def ci_cell(row: pd.Series | None) -> str:
-    """``"1.52× [1.31, 1.70] (2.10)"``: speedup, its 95 % bootstrap CI over prompts, and MAT."""
-    if row is None:
-        return DASH
+    cell = num(row.get("speedup"), "{:.2f}×")
     low, high = row.get("speedup_ci_low"), row.get("speedup_ci_high")
-    interval = f" [{num(low, '{:.2f}')}, {num(high, '{:.2f}')}]" if low is not None else ""
-    return f"{num(row.get('speedup'), '{:.2f}×')}{interval} ({num(row.get('mat'), '{:.2f}')})"
+    if interval and low is not None:
+        cell += f" [{num(low, '{:.2f}')}, {num(high, '{:.2f}')}]"
+    return f"{cell} ({num(row.get('mat'), '{:.2f}')})"
 
 
 def reported(numbers: dict[str, PN.Reported] | None) -> str:
@@ -180,7 +176,9 @@ def spec_bench_categories_table(runs_df: pd.DataFrame, raw_df: pd.DataFrame) -> 
         where = cats[cats["category"] == category] if category else df
         n = int(where["n_prompts"].max())
         name = category.replace("_", " ") if category else "all"
-        rows.append([name, str(n), *[ci_cell(lookup(where, method=m)) for m in methods]])
+        rows.append(
+            [name, str(n), *[speed_cell(lookup(where, method=m), interval=True) for m in methods]]
+        )
     notes = [
         "Cells: speedup over AR (×), its 95 % bootstrap interval over the category's prompts in "
         "square brackets, and MAT in brackets. The first 8 rows are MT-Bench (2 turns each).",

@@ -30,7 +30,7 @@ import numpy as np
 from annotated_types import Interval
 
 from racer_bench.engine.acceptance import AcceptanceEstimator, Bucket, node_features, survival
-from racer_bench.engine.cost import CostProfile
+from racer_bench.engine.cost import DEFAULT_CONTEXT, CostProfile
 from racer_bench.engine.structs import Draft
 from racer_bench.engine.tree import select_nodes
 from racer_bench.errors import ConfigError
@@ -47,9 +47,11 @@ class Plan:
         survival: predicted P(accepted) per kept node (draft order), or None (no prediction).
         cost: the profile's cost of this step's forward, or None (no profile).
         features: per kept node, the buckets the estimator learns from (None: nothing to learn).
+        priors: per kept node, the drafter's probability the estimate backs off to (None: none).
         candidates: the drafter's whole tree, when the scheduler cut it (else None).
         kept: candidate index of every kept node (ascending), when it was cut.
-        candidate_features: buckets of every candidate, when it was cut.
+        candidate_features, candidate_priors: ``features`` and ``priors`` of every candidate,
+            when it was cut.
     """
 
     draft: Draft
@@ -57,9 +59,11 @@ class Plan:
     survival: list[float] | None = None
     cost: float | None = None
     features: list[Bucket] | None = field(default=None, repr=False)
+    priors: list[float | None] | None = field(default=None, repr=False)
     candidates: Draft | None = field(default=None, repr=False)
     kept: list[int] | None = field(default=None, repr=False)
     candidate_features: list[Bucket] | None = field(default=None, repr=False)
+    candidate_priors: list[float | None] | None = field(default=None, repr=False)
 
     @property
     def predicted_accepted(self) -> float | None:
@@ -171,7 +175,7 @@ class ConfidenceScheduler:
         profile: CostProfile | str,  # the YAML's spec; the runner passes the resolved curve
         draft_sizing: Literal["cpu", "gpu"] = "gpu",
         profile_reps: PositiveInt = 5,
-        profile_context: PositiveInt = 384,
+        profile_context: PositiveInt = DEFAULT_CONTEXT,
         persist_across_prompts: bool = False,
         prior_mean: Annotated[float, Interval(gt=0, lt=1)] = 0.5,
         prior_strength: PositiveFloat = 2.0,
@@ -224,9 +228,11 @@ class ConfidenceScheduler:
         keep, _ = best_prefix(parents, admit, costs)
         plan = Plan(draft, n, [mean[i] for i in keep], float(costs[len(keep)]),
                     [features[i] for i in keep])  # fmt: skip
+        plan.priors = None if priors is None else [priors[i] for i in keep]
         if len(keep) < n:
             plan.draft = select_nodes(draft, keep)
             plan.candidates, plan.kept, plan.candidate_features = draft, keep, features
+            plan.candidate_priors = priors
         return plan
 
     def _priors(self, draft: Draft) -> list[float | None] | None:
@@ -243,10 +249,10 @@ class ConfidenceScheduler:
             path = [plan.kept[i] for i in accepted]
             tokens = plan.candidates.tokens.tolist()
             outcomes = counterfactual_trials(parents, tokens, path, committed)
-            self.estimator.count(plan.candidate_features, outcomes, self._priors(plan.candidates))
+            self.estimator.count(plan.candidate_features, outcomes, plan.candidate_priors)
         elif plan.features:
             self.estimator.update(plan.features, plan.draft.parents.tolist(), accepted,
-                                  self._priors(plan.draft))  # fmt: skip
+                                  plan.priors)  # fmt: skip
 
 
 def counterfactual_trials(

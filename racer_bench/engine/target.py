@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import inspect
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal, get_args
 
 import torch
 
@@ -29,7 +29,8 @@ from racer_bench.engine.structs import Draft
 from racer_bench.engine.tree import ancestor_mask, is_chain, node_depths
 from racer_bench.errors import ConfigError
 
-ENGINES = ("auto", "eager", "fast")
+Engine = Literal["auto", "eager", "fast"]
+ENGINES: tuple[str, ...] = get_args(Engine)
 
 
 @dataclass
