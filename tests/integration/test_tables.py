@@ -185,3 +185,25 @@ def test_ablation_experiment_variants_match_the_table_rows(
         variants.add(F.variant_string(diff))
     table_variants = {v for _, v in load_script("make_tables").ABLATIONS}
     assert variants == table_variants
+
+
+def test_ordering_note_names_the_pairs_that_swap() -> None:
+    note = load_script("make_tables").ordering_note(
+        "speedup", {"A": 1.7, "B": 1.5, "C": 1.1, "D": 3.0}, {"A": 2.2, "B": 1.5, "C": 2.0},
+        "racer", "{:.1f}×",
+    )  # fmt: skip
+    assert note.startswith("Ordering by speedup: ours A 1.7× > B 1.5× > C 1.1×; RACER paper A 2.2×")
+    assert note.endswith("a different order: ours has B above C.")
+    same = load_script("make_tables").ordering_note("MAT", {"A": 2, "B": 1}, {"A": 3, "B": 1},
+                                                    "racer", "{:.0f}")  # fmt: skip
+    assert same.endswith("the same order.")
+    assert (
+        load_script("make_tables").ordering_note("MAT", {"A": 2}, {"A": 3}, "racer", "{}") is None
+    )
+
+
+def test_tables_compare_their_ordering_with_the_papers(tables: dict[str, str]) -> None:
+    assert "Ordering by Spec-Bench overall speedup: ours" in tables["main"]
+    assert "Ordering by Spec-Bench MAT: ours" in tables["ablation"]
+    assert "Ordering by Spec-Bench speedup: ours" in tables["logitspec"]
+    assert "At the paper's frozen setting B=8 g=0.25 M=2, ours: GSM8K RACER" in tables["asd"]
