@@ -6,11 +6,16 @@ Each figure of ``racer_bench.analysis.plots`` is drawn when the runs hold data f
 categories, accept_hist, retrieval, accepted_ranks, capacity, asd_frontier, and for
 ``scheduler=confidence`` runs reliability and draft_size_cost). The newest run per method
 variant and task is used; runs of different models, dtypes or hardware are refused.
+
+Each drawn figure is entered in ``<out>/generated.json`` (figure name -> the ``--results``
+folders it came from), so a test can redraw the committed figures from the committed records
+and compare them (tests/unit/test_figures_drift.py).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import sys
 from collections.abc import Sequence
@@ -30,6 +35,16 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+INDEX = "generated.json"
+
+
+def record_sources(index: Path, names: list[str], sources: list[str], dpi: int) -> None:
+    """Enter each figure with the results folders it was drawn from (other entries kept)."""
+    entries = json.loads(index.read_text()) if index.exists() else {}
+    entries |= {name: {"results": sources, "dpi": dpi} for name in names}
+    index.write_text(json.dumps(dict(sorted(entries.items())), indent=1) + "\n", "utf-8")
+
+
 def main(argv: Sequence[str] | None = None) -> list[Path]:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s: %(message)s")
     args = parse_args(argv)
@@ -40,6 +55,7 @@ def main(argv: Sequence[str] | None = None) -> list[Path]:
     written = []
     for name, fig in figures.items():
         written += P.save_figure(fig, args.out, name, args.formats, args.dpi)
+    record_sources(args.out / INDEX, list(figures), [str(p) for p in args.results], args.dpi)
     print(f"{len(runs)} runs -> {args.out}: {', '.join(figures)}")
     return written
 
