@@ -35,6 +35,8 @@ from omegaconf import DictConfig, OmegaConf
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import itertools
+
 from methods.calibration import expected_calibration_error, sequential_temperatures, survival
 from methods.dspark_head import DSparkHead, block_outputs, dspark_config, dspark_loss
 from methods.heads import (
@@ -492,9 +494,8 @@ def plot_curves(path: Path, log: list[dict[str, float]], evals: list[dict], titl
 def _summary(cfg, data, samples, log, steps, train_s, total_s) -> dict[str, Any]:
     """Loss curve in tenths (mean loss of each tenth of the run) plus sizes and times."""
     losses = [r["loss"] for r in log]
-    tenth = max(len(losses) // 10, 1)
-    curve = [sum(losses[i : i + tenth]) / len(losses[i : i + tenth])
-             for i in range(0, len(losses), tenth)]  # fmt: skip
+    cuts = [len(losses) * i // 10 for i in range(11)]  # exactly ten parts (fewer if < 10 steps)
+    curve = [sum(losses[a:b]) / (b - a) for a, b in itertools.pairwise(cuts) if b > a]
     return {
         "method": cfg.kind, "model": cfg.model_name, "steps": steps, "train_s": train_s,
         "total_s": total_s, "dataset_build_s": data.get("wall_s"), "sequences": len(samples),

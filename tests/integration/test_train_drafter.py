@@ -48,6 +48,7 @@ def test_training_lowers_the_loss_and_the_head_drafts(tmp_path, kind, tiny_targe
     assert summary["sequences"] + summary["held_out_sequences"] == 7  # 3 of 7 held out
     assert summary["held_out_sequences"] == 3
     curve = summary["loss_curve"]
+    assert len(curve) == 10  # mean loss of each tenth of the run
     assert sum(curve[-3:]) / 3 < sum(curve[:3]) / 3
     folder = tmp_path / "drafters" / "tiny"
     assert len(read_cache(folder / "distill.jsonl")) == 7
