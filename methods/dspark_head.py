@@ -25,7 +25,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from methods.heads import Eagle3Attention, RMSNorm
+from methods.heads import Eagle3Attention, RMSNorm, rope
 
 KV = list[tuple[torch.Tensor, torch.Tensor]]  # per layer: keys, values [S, kv_heads, D]
 
@@ -78,9 +78,58 @@ class DSparkLayer(nn.Module):
         xn = self.input_layernorm(x)
         k, v = self.self_attn.project_kv(xn, pos)
         keys, values = torch.cat([ctx[0], k]), torch.cat([ctx[1], v])
-        h = x + self.self_attn(xn, pos, keys, values, mask)
+        return self.mlp(x + self.self_attn(xn, pos, keys, values, mask))
+
+    def forward_blocks(
+        self, x: torch.Tensor, pos: torch.Tensor, ctx: tuple[torch.Tensor, torch.Tensor],
+        ctx_len: torch.Tensor,
+    ) -> torch.Tensor:  # fmt: skip
+        """:meth:`forward` for A independent blocks FloatTensor[A, g, H] (training)."""
+        return self.mlp(x + block_attention(self.self_attn, self.input_layernorm(x), pos, ctx,
+                                            ctx_len))  # fmt: skip
+
+    def mlp(self, h: torch.Tensor) -> torch.Tensor:
+        """Residual MLP of the post-attention stream FloatTensor[..., H]."""
         y = self.post_attention_layernorm(h)
         return h + self.down_proj(F.silu(self.gate_proj(y)) * self.up_proj(y))
+
+
+def block_attention(
+    attn: Eagle3Attention, xn: torch.Tensor, pos: torch.Tensor,
+    ctx: tuple[torch.Tensor, torch.Tensor], ctx_len: torch.Tensor,
+) -> torch.Tensor:  # fmt: skip
+    """Attention of ``A`` independent blocks of ``g`` rows (training): each row reads the first
+    ``ctx_len[a]`` context keys and, bidirectionally, its own block's keys.
+
+    Equal to one masked attention over ``[context; all blocks]`` with a block-diagonal mask,
+    without computing the ``(A g)^2`` block-to-block scores that mask throws away, so a step
+    can train on every answer position at the cost of its own rows.
+
+    Args:
+        xn: normed rows FloatTensor[A, g, H]; pos: positions LongTensor[A, g]; ctx: context
+            keys/values [S, kv, D]; ctx_len: LongTensor[A].
+
+    Returns:
+        FloatTensor[A, g, H] (after ``o_proj``).
+    """
+    a, g, _ = xn.shape
+    heads, kv_heads, d = attn.heads, attn.kv_heads, attn.head_dim
+    flat = xn.reshape(a * g, -1)
+    q = rope(attn.q_proj(flat).view(a * g, heads, d), pos.flatten(), attn.theta)
+    q = q.view(a, g, heads, d) * d**-0.5
+    k, v = attn.project_kv(flat, pos.flatten())
+    rep = heads // kv_heads
+    kc, vc = (t.repeat_interleave(rep, dim=1) for t in ctx)  # [S, heads, D]
+    kb, vb = (t.view(a, g, kv_heads, d).repeat_interleave(rep, dim=2) for t in (k, v))
+    s_ctx = torch.einsum("aghd,shd->ahgs", q, kc)  # [A, heads, g, S]
+    hidden = torch.arange(len(kc))[None] >= ctx_len[:, None]  # [A, S]
+    s_ctx = s_ctx.masked_fill(hidden[:, None, None], float("-inf"))
+    s_blk = torch.einsum("aghd,akhd->ahgk", q, kb)  # [A, heads, g, g]
+    p = torch.cat([s_ctx, s_blk], -1).softmax(-1)
+    s = len(kc)
+    out = torch.einsum("ahgs,shd->aghd", p[..., :s], vc)
+    out = out + torch.einsum("ahgk,akhd->aghd", p[..., s:], vb)
+    return attn.o_proj(out.reshape(a * g, heads * d)).view(a, g, -1)
 
 
 class DSparkHead(nn.Module):
@@ -129,6 +178,15 @@ class DSparkHead(nn.Module):
         """Normed block states FloatTensor[M, H] of block rows x FloatTensor[M, H]."""
         for layer, kv in zip(self.layers, ctx, strict=True):
             x = layer(x, pos, kv, mask)
+        return self.norm(x)
+
+    def hidden_blocks(
+        self, x: torch.Tensor, pos: torch.Tensor, ctx: KV, ctx_len: torch.Tensor
+    ) -> torch.Tensor:
+        """Normed states FloatTensor[A, g, H] of A blocks FloatTensor[A, g, H] at positions
+        [A, g], block ``a`` reading the first ``ctx_len[a]`` context positions (training)."""
+        for layer, kv in zip(self.layers, ctx, strict=True):
+            x = layer.forward_blocks(x, pos, kv, ctx_len)
         return self.norm(x)
 
     def draft_block(
@@ -195,12 +253,9 @@ def block_outputs(
     hsize = head.cfg["hidden_size"]
     c, ctx = head.context(feats, torch.arange(n))
     offs = torch.arange(g)
-    pos = (anchors[:, None] + offs[None]).flatten()
-    x = head.block_inputs(ids[anchors], c[anchors - 1], g).reshape(a * g, hsize)
-    block = torch.arange(a).repeat_interleave(g)
-    ctx_mask = torch.arange(n)[None] < anchors.repeat_interleave(g)[:, None]
-    mask = torch.cat([ctx_mask, block[:, None] == block[None]], dim=1)
-    h = head.hidden(x, pos, ctx, mask)  # [A*g, H]
+    pos = anchors[:, None] + offs[None]  # [A, g]
+    x = head.block_inputs(ids[anchors], c[anchors - 1], g)
+    h = head.hidden_blocks(x, pos, ctx, anchors).reshape(a * g, hsize)  # [A*g, H]
     tgt = anchors[:, None] + offs[None] + 1  # label positions [A, g]
     inside = tgt < n
     tgt = tgt.clamp_max(n - 1)

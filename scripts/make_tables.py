@@ -8,7 +8,8 @@ Tables, each built only when the folder holds runs for it:
 * main: lossless methods x Spec-Bench categories (+ overall, HumanEval, MGSM-ZH), speedup (MAT);
 * spec_bench_categories: Spec-Bench's 13 categories x methods, speedup with its 95 % bootstrap
   interval, and MAT;
-* ablation: RACER full / logits tree only / retrieval tree only / last logit / LRU off;
+* ablation: RACER full / logits tree only / retrieval tree only / last logit / LRU off /
+  lazy fail links;
 * logitspec: speedup, MAT and retrieval success per task;
 * asd: per task, Pareto-optimal (B, g, M) settings: throughput gain, MAT strict -> ASD,
   accuracy delta, divergence.
@@ -43,6 +44,7 @@ ABLATIONS = (
     ("retrieval tree only", "logits=false"),
     ("last logit instead of copy", "logit_source=last"),
     ("LRU off (unbounded pool)", "lru=false"),
+    ("lazy fail links (reference code)", "fail_links=lazy"),
 )
 
 
@@ -535,15 +537,39 @@ def to_latex(table: Table) -> str:
     return "\n".join([*lines, r"\end{table}"]) + "\n"
 
 
-def build_tables(runs: Sequence[F.Run], paper: bool = True) -> list[Table]:
-    """Every table the runs have data for."""
-    runs_df = F.runs_frame(runs)
+# Each table is built from the runs of its own experiment (conf/experiment/) when the folders
+# hold any, so that e.g. the LogitSpec table's 10-prompt runs never replace the main table's
+# 26-prompt runs of the same method; without them (an ad-hoc folder) from every run given.
+HOME_EXPERIMENTS = {
+    "main": "racer_main",
+    "spec_bench_categories": "racer_main",
+    "ablation": "racer_ablation",
+    "logitspec": "logitspec_table",
+}
+
+
+def table_runs(runs: Sequence[F.Run], table: str, newest: bool) -> list[F.Run]:
+    """The runs ``table`` is built from: its home experiment's, else all; newest reruns only."""
+    home = HOME_EXPERIMENTS.get(table)
+    chosen = [r for r in runs if home and r.config.get("experiment_name") == home] or list(runs)
+    return F.latest_runs(chosen) if newest else chosen
+
+
+def build_tables(runs: Sequence[F.Run], paper: bool = True, newest: bool = True) -> list[Table]:
+    """Every table the runs have data for (``newest``: reruns replace older runs)."""
+
+    def frames(table: str) -> tuple[list[F.Run], pd.DataFrame]:
+        chosen = table_runs(runs, table, newest)
+        return chosen, F.runs_frame(chosen)
+
+    main_runs, main_df = frames("main")
+    cat_runs, cat_df = frames("spec_bench_categories")
     tables = [
-        main_table(runs_df, F.categories_frame(runs), paper),
-        spec_bench_categories_table(runs_df, F.categories_frame(runs, "category")),
-        ablation_table(runs_df, paper),
-        logitspec_table(runs_df, paper),
-        asd_table(runs_df, paper),
+        main_table(main_df, F.categories_frame(main_runs), paper),
+        spec_bench_categories_table(cat_df, F.categories_frame(cat_runs, "category")),
+        ablation_table(frames("ablation")[1], paper),
+        logitspec_table(frames("logitspec")[1], paper),
+        asd_table(frames("asd")[1], paper),
     ]
     return [t for t in tables if t is not None]
 
@@ -559,7 +585,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> list[Table]:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s: %(message)s")
     args = parse_args(argv)
-    tables = build_tables(F.load_cli(args), paper=not args.no_paper)
+    runs = F.load_cli(args, newest=False)  # table_runs keeps the newest within each table
+    tables = build_tables(runs, paper=not args.no_paper, newest=not args.all_runs)
     if not tables:
         sys.exit(f"error: no table can be built from {', '.join(map(str, args.results))}")
     sources = " ".join(str(p) for p in args.results)

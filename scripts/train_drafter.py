@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import csv
 import hashlib
+import itertools
 import json
 import os
 import random
@@ -34,8 +35,6 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-import itertools
 
 from methods.calibration import expected_calibration_error, sequential_temperatures, survival
 from methods.dspark_head import DSparkHead, block_outputs, dspark_config, dspark_loss

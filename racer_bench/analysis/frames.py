@@ -560,14 +560,15 @@ def add_cli_args(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def load_cli(args: argparse.Namespace) -> list[Run]:
-    """The runs named by :func:`add_cli_args` options; a refused pairing exits with its reason."""
+def load_cli(args: argparse.Namespace, newest: bool = True) -> list[Run]:
+    """The runs named by :func:`add_cli_args` options; a refused pairing exits with its reason.
+    ``newest=False`` keeps reruns whatever ``--all-runs`` says (the caller picks)."""
     try:
         runs = load_runs(args.results, check=not args.no_check,
                          include_incomplete=args.include_incomplete)  # fmt: skip
     except (IncompatibleRunsError, FileNotFoundError) as error:
         raise SystemExit(f"error: {error}") from None
-    return runs if args.all_runs else latest_runs(runs)
+    return runs if args.all_runs or not newest else latest_runs(runs)
 
 
 def calibration_frame(runs: Sequence[Run]) -> pd.DataFrame:

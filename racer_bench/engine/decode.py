@@ -6,6 +6,7 @@ proposes nothing), so speedups compare like with like.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -70,7 +71,7 @@ def generate(
         prompt_hidden = None  # only the first step's context carries the prompt's features
         n_keep, reason = stop.cut(generated, committed)
         record.n_committed = n_keep
-        record.n_accepted = min(record.n_accepted, n_keep)
+        record.cut_accepted(n_keep)
         generated += committed[:n_keep]
         tokens += committed[:n_keep]
         steps.append(record)
@@ -192,16 +193,15 @@ def _record(
 ) -> StepRecord:
     """Step counters from a draft and its accepted path."""
     sources = draft.source.tolist() if draft.source is not None else [0] * len(draft)
-    by_source: dict[int, int] = {}
-    for i in accepted:
-        by_source[sources[i]] = by_source.get(sources[i], 0) + 1
+    accepted_sources = [sources[i] for i in accepted]
     ranks = draft.rank.tolist() if draft.rank is not None else []
     return StepRecord(
         n_draft=len(draft),
         depth=max(node_depths(draft.parents.tolist()), default=0),
         n_accepted=len(accepted),
         n_committed=len(accepted) + 1,
-        accepted_by_source=by_source,
+        accepted_by_source=dict(Counter(accepted_sources)),
+        accepted_sources=accepted_sources,
         has_retrieval=any(s in RETRIEVAL_SOURCES for s in sources),
         t_draft=t_draft,
         t_verify=t_verify,

@@ -11,6 +11,7 @@ Glossary (fixed across the code base):
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 from enum import IntEnum
 
@@ -196,6 +197,15 @@ class StepRecord:
     predicted_accepted: float | None = None
     cost: float | None = None
     calibration: list[tuple[float, int]] = field(default_factory=list)
+    accepted_sources: list[int] = field(default_factory=list)  # per accepted node, root first
+
+    def cut_accepted(self, n_keep: int) -> None:
+        """Keep the accepted nodes among the first ``n_keep`` committed tokens (an EOS, stop
+        string or length cut), so per-source counts never exceed ``n_accepted``."""
+        self.n_accepted = min(self.n_accepted, n_keep)
+        if self.accepted_sources:
+            self.accepted_sources = self.accepted_sources[: self.n_accepted]
+            self.accepted_by_source = dict(Counter(self.accepted_sources))
 
 
 @dataclass

@@ -40,6 +40,8 @@ def test_eos_inside_accepted_run_and_length_mid_draft(tiny_target):
     drafter = OracleDrafter(free, len(prompt), depth=16, vocab_size=tiny_target.vocab_size)
     got = run_generate(tiny_target, drafter, prompt, max_new_tokens=40, eos_ids=eos)
     assert got.tokens == expected and got.stop_reason == "eos"
+    cut = got.steps[-1]  # EOS inside the accepted run: per-source counts are cut with it
+    assert sum(cut.accepted_by_source.values()) == cut.n_accepted < cut.depth
     for n in (1, 3, 7):
         drafter = OracleDrafter(free, len(prompt), depth=16, vocab_size=tiny_target.vocab_size)
         got = run_generate(tiny_target, drafter, prompt, max_new_tokens=n)

@@ -71,6 +71,23 @@ def test_main_table_cells_come_from_the_runs(results: Path, tables: dict[str, st
     assert "tiny_random (float64) on cpu:test" in tables["main"]
 
 
+def test_each_table_keeps_to_its_own_experiment(tmp_path: Path) -> None:
+    """A newer, smaller run of the same method in the LogitSpec experiment must not replace the
+    main table's run: each table reads its home experiment's runs when there are any."""
+    for experiment, started, n in (("racer_main", "00", 8), ("logitspec_table", "09", 2)):
+        for i, method in enumerate(("pld", "logitspec")):
+            write_run(tmp_path / experiment, method, method, "spec_bench", SPEC_CATEGORIES, n,
+                      accept=0.5 + i + n / 10, experiment=experiment, seed=n + i,
+                      started=f"2026-01-01T00:00:{started}")  # fmt: skip
+    built = {t.key: t for t in load_script("make_tables").build_tables(F.load_runs(tmp_path))}
+    for key, experiment in (("main", "racer_main"), ("logitspec", "logitspec_table")):
+        df = F.runs_frame(F.load_runs(tmp_path / experiment)).set_index("method")
+        row = next(r for r in built[key].rows if r[0] == "LogitSpec")
+        assert f"{df.loc['logitspec', 'speedup']:.2f}×" in " ".join(row), key
+    prompts = next(n for n in built["main"].notes if n.startswith("Ours"))
+    assert "prompts Spec-Bench 8" in prompts
+
+
 def test_spec_bench_table_has_a_row_per_category_with_intervals(
     results: Path, tables: dict[str, str]
 ) -> None:

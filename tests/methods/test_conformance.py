@@ -74,7 +74,10 @@ def test_method_respects_small_budget_and_eos(method, compose_cfg, tiny_target):
     assert got.tokens == expected
     for n in (1, 2, 5, 13):
         expected = ar_tokens(tiny_target, prompt, max_new_tokens=n)
-        assert run_generate(tiny_target, drafter, prompt, max_new_tokens=n).tokens == expected
+        got = run_generate(tiny_target, drafter, prompt, max_new_tokens=n)
+        assert got.tokens == expected
+        for step in got.steps:  # per-source counts are cut with the accepted run
+            assert sum(step.accepted_by_source.values()) == step.n_accepted
 
 
 # Cut curves: flat up to 4 tokens then prohibitive (always the 3 most likely nodes), and a

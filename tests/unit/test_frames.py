@@ -93,10 +93,10 @@ def write_run(
     spec = {"task": task, "max_new_tokens": 24, "accept": 1.0, "ranks": False, "retrieval": 0.3,
             "strict": False, "diverge": 0.5, "quality": 0.5, "seed": 0, "method_cfg": {},
             "verifier": "greedy", "verifier_cfg": {}, "dtype": "float64", "device": "cpu:test",
-            "started": "2026-01-01T00:00:00", "failed": 0} | kw  # fmt: skip
+            "started": "2026-01-01T00:00:00", "failed": 0, "experiment": "test"} | kw  # fmt: skip
     run_dir = Path(root) / name
     run_dir.mkdir(parents=True)
-    config = {"experiment_name": "test", "max_new_tokens": spec["max_new_tokens"],
+    config = {"experiment_name": spec["experiment"], "max_new_tokens": spec["max_new_tokens"],
               "hardware": "gpu",
               "method": group_config("method", method, spec["method_cfg"]),
               "verifier": group_config("verifier", spec["verifier"], spec["verifier_cfg"]),
