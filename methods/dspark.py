@@ -70,7 +70,7 @@ class DSparkDrafter:
     """Block backbone + Markov head drafting a survival-ranked tree, scored per node."""
 
     name: ClassVar[str] = "dspark"
-    version: ClassVar[str] = "1"
+    version: ClassVar[str] = "2"  # 2: normed block inputs (checkpoints of 1 still load)
 
     def __init__(
         self,

@@ -6,8 +6,9 @@ the Markov rank.
 
 * Backbone (DFlash-style block drafter): the committed context enters as keys/values of every
   layer, projected from ``ctx_norm(fc(features))`` (the target's fused low/mid/high hidden
-  states, as EAGLE-3); a block of ``g`` rows -- row 0 the root token's embedding, rows ``1..``
-  learned per-offset "mask" embeddings -- attends to the whole context and bidirectionally to
+  states, as EAGLE-3); a block of ``g`` rows -- row 0 the root token's (RMS-normed)
+  embedding, rows ``1..`` learned per-offset "mask" embeddings, each plus the context vector
+  of the last committed position -- attends to the whole context and bidirectionally to
   itself. Row ``k`` predicts the token at depth ``k + 1`` (base logits ``U_k``).
 * Markov head: ``B_k(v) = gate_k * (W1 e[x_{k-1}]) . W2[v]`` with ``e`` the target's frozen
   embedding of the previous token (the root for ``k = 0``), ``W1: H -> r``, ``W2: r -> Vd``
@@ -28,6 +29,7 @@ from torch import nn
 from methods.heads import Eagle3Attention, RMSNorm, rope
 
 KV = list[tuple[torch.Tensor, torch.Tensor]]  # per layer: keys, values [S, kv_heads, D]
+BLOCK_INPUTS = ("normed", "sum")
 
 
 def dspark_config(
@@ -35,9 +37,14 @@ def dspark_config(
     num_layers: int = 2, num_heads: int = 8, num_kv_heads: int | None = None,
     intermediate_size: int | None = None, markov_rank: int = 128, markov_gate: bool = True,
     rope_theta: float = 10000.0, rms_eps: float = 1e-5, feature_layers: tuple[int, ...] = (),
+    block_input: str = "normed",
 ) -> dict[str, Any]:  # fmt: skip
-    """The head's config dict (saved inside checkpoints)."""
+    """The head's config dict (saved inside checkpoints). ``block_input``: how block rows are
+    formed (see :meth:`DSparkHead.block_inputs`); checkpoints without the key are ``"sum"``."""
+    if block_input not in BLOCK_INPUTS:
+        raise ValueError(f"block_input={block_input!r}: allowed values are {BLOCK_INPUTS}")
     return {
+        "block_input": block_input,
         "hidden_size": hidden_size,
         "attn_in_size": hidden_size,
         "feature_size": feature_size,
@@ -143,7 +150,13 @@ class DSparkHead(nn.Module):
         self.embed_tokens.weight.requires_grad_(False)
         self.fc = nn.Linear(cfg["feature_size"], h, bias=False)
         self.ctx_norm = RMSNorm(h, cfg["rms_eps"])
-        self.offset_embed = nn.Parameter(torch.randn(g, h) * 0.02)
+        normed = cfg.get("block_input", "sum") == "normed"
+        # "normed": the root's embedding is RMS-normed and the mask rows start at unit RMS, so
+        # neither is swamped by the normed context vector they are added to (a raw embedding
+        # of SmolLM2 has RMS ~0.13 against the context vector's ~1: the root was nearly
+        # invisible to the block, "sum", version 1).
+        self.token_norm = RMSNorm(h, cfg["rms_eps"]) if normed else None
+        self.offset_embed = nn.Parameter(torch.randn(g, h) * (1.0 if normed else 0.02))
         self.layers = nn.ModuleList(DSparkLayer(cfg) for _ in range(cfg["num_layers"]))
         self.norm = RMSNorm(h, cfg["rms_eps"])
         self.lm_head = nn.Linear(h, len(draft_ids), bias=False)
@@ -166,10 +179,16 @@ class DSparkHead(nn.Module):
         return c, [layer.self_attn.project_kv(c, pos) for layer in self.layers]
 
     def block_inputs(self, roots: torch.Tensor, last: torch.Tensor, size: int) -> torch.Tensor:
-        """FloatTensor[A, size, H]: every row = offset embedding + the last context vector
-        ``last`` FloatTensor[A, H] (the state before the root); row 0 adds the root's embedding."""
+        """FloatTensor[A, size, H]: every row = the last context vector ``last``
+        FloatTensor[A, H] (the state before the root) + a token part: for row 0 the root's
+        normed embedding, for row k > 0 the learned mask embedding of offset k
+        (``block_input="sum"``: offset embedding + raw root embedding on row 0)."""
         x = self.offset_embed[:size][None] + last[:, None]
-        x[:, 0] += self.embed_tokens(roots)
+        root = self.embed_tokens(roots)
+        if self.token_norm is None:
+            x[:, 0] += root
+        else:
+            x[:, 0] = self.token_norm(root) + last
         return x
 
     def hidden(

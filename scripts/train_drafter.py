@@ -100,11 +100,12 @@ class HeadConfig:
     intermediate_size: PositiveInt = 1536
     feature_layers: list[NonNegativeInt] | None = None
     ttt_steps: PositiveInt = 3
-    block_size: PositiveInt = 6
+    block_size: PositiveInt = 4
     block_layers: PositiveInt = 2
     markov_rank: PositiveInt = 128
     markov_gate: bool = True
-    anchors: PositiveInt = 48
+    block_input: Literal["normed", "sum"] = "normed"
+    anchors: PositiveInt = 96
     conf_weight: NonNegativeFloat = 0.5
 
 
@@ -224,7 +225,7 @@ def build_head(cfg: DictConfig, target: HFTarget, draft_ids: torch.Tensor, feat_
         config = dspark_config(
             hidden, feat_size, target.vocab_size, block_size=cfg.head.block_size,
             num_layers=cfg.head.block_layers, markov_rank=cfg.head.markov_rank,
-            markov_gate=cfg.head.markov_gate, **common,
+            markov_gate=cfg.head.markov_gate, block_input=cfg.head.block_input, **common,
         )  # fmt: skip
         head = DSparkHead(config, draft_ids)
     head.embed_tokens.weight.data.copy_(target.model.get_input_embeddings().weight.float().cpu())

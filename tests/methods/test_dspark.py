@@ -144,3 +144,24 @@ def test_sampled_tree_carries_draft_distributions(tiny_target) -> None:
         result = run_generate(tiny_target, drafter, prompt, max_new_tokens=12,
                               verifier=verifier, seed=seed)  # fmt: skip
         assert len(result.tokens) == 12
+
+
+def test_normed_block_inputs_keep_the_root_visible_and_version_1_heads_still_load() -> None:
+    """With a target-like embedding (RMS ~0.13) the root must move row 0 about as much as the
+    normed context vector does; a version-1 config (no ``block_input``) keeps the old sum."""
+    torch.manual_seed(0)
+    cfg = dspark_config(H, F, V, block_size=G, num_layers=1, num_heads=4, markov_rank=R)
+    head = DSparkHead(cfg, DRAFT_IDS)
+    head.embed_tokens.weight.data.normal_(0, 0.13)
+    last = head.ctx_norm(head.fc(torch.randn(1, F)))[0]
+    rows = head.block_inputs(torch.tensor([3, 4]), last[None].expand(2, -1), G)
+    moved = (rows[0, 0] - rows[1, 0]).norm() / last.norm()
+    assert moved > 0.5  # a raw embedding moves it by ~0.2 at these scales
+    assert torch.equal(rows[0, 1:], rows[1, 1:])  # mask rows do not see the root
+    old = {k: v for k, v in cfg.items() if k != "block_input"}
+    legacy = DSparkHead(old, DRAFT_IDS)
+    assert legacy.token_norm is None
+    legacy.load_state_dict({k: v for k, v in head.state_dict().items() if "token_norm" not in k})
+    x = legacy.block_inputs(torch.tensor([3]), last[None], G)
+    expected = legacy.offset_embed[0] + last + legacy.embed_tokens.weight[3]
+    assert torch.allclose(x[0, 0], expected)
