@@ -101,9 +101,18 @@ def retrieval_hit_rate(records: Sequence[Record], mode: str = "method") -> float
 
 
 def retrieval_accept_share(records: Sequence[Record], mode: str = "method") -> float:
-    """Accepted retrieval-sourced nodes / all accepted draft nodes."""
+    """Accepted retrieval-sourced nodes / all accepted draft nodes.
+
+    Per step the retrieval count is capped at ``n_accepted``: records written before the loop
+    cut per-source counts at an EOS/length cut could count a cut node (an upper bound there).
+    """
     accepted = sum(sum(step_column(r, mode, "n_accepted")) for r in records)
-    retrieved = sum(sum(step_column(r, mode, "accepted_retrieval")) for r in records)
+    pairs = [
+        zip(step_column(r, mode, "accepted_retrieval"), step_column(r, mode, "n_accepted"),
+            strict=True)  # fmt: skip
+        for r in records
+    ]
+    retrieved = sum(min(ret, acc) for steps in pairs for ret, acc in steps)
     return retrieved / accepted if accepted else float("nan")
 
 

@@ -265,3 +265,13 @@ def test_asd_runs_carry_strict_comparison(tmp_path: Path) -> None:
     assert row["strict_score"] == pytest.approx(M.mean_score(run.ok, "accuracy", "strict_score"))
     prompts = F.prompts_frame([run])
     assert {"strict_tokens_per_s", "strict_score", "gain_vs_strict"} <= set(prompts.columns)
+
+
+def test_retrieval_accept_share_caps_each_step_at_its_accepted_nodes() -> None:
+    """An old record whose last step kept a retrieval count past an EOS cut (3 > 1) counts
+    at most that step's accepted nodes, so the share stays a share."""
+    steps = {"n_accepted": [2, 1], "accepted_retrieval": [2, 3]}
+    record = {"method": {"turns": [{"tokens": [1] * 5, "steps": steps}]}}
+    assert M.retrieval_accept_share([record]) == 1.0
+    steps["accepted_retrieval"] = [1, 0]
+    assert M.retrieval_accept_share([record]) == pytest.approx(1 / 3)
