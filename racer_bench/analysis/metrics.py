@@ -107,12 +107,9 @@ def retrieval_accept_share(records: Sequence[Record], mode: str = "method") -> f
     cut per-source counts at an EOS/length cut could count a cut node (an upper bound there).
     """
     accepted = sum(sum(step_column(r, mode, "n_accepted")) for r in records)
-    pairs = [
-        zip(step_column(r, mode, "accepted_retrieval"), step_column(r, mode, "n_accepted"),
-            strict=True)  # fmt: skip
-        for r in records
-    ]
-    retrieved = sum(min(ret, acc) for steps in pairs for ret, acc in steps)
+    retrieval = [v for r in records for v in step_column(r, mode, "accepted_retrieval")]
+    counts = [v for r in records for v in step_column(r, mode, "n_accepted")]
+    retrieved = sum(min(ret, acc) for ret, acc in zip(retrieval, counts, strict=True))
     return retrieved / accepted if accepted else float("nan")
 
 
