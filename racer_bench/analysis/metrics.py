@@ -107,9 +107,12 @@ def retrieval_accept_share(records: Sequence[Record], mode: str = "method") -> f
     cut per-source counts at an EOS/length cut could count a cut node (an upper bound there).
     """
     accepted = sum(sum(step_column(r, mode, "n_accepted")) for r in records)
-    retrieval = [v for r in records for v in step_column(r, mode, "accepted_retrieval")]
-    counts = [v for r in records for v in step_column(r, mode, "n_accepted")]
-    retrieved = sum(min(ret, acc) for ret, acc in zip(retrieval, counts, strict=True))
+    steps = [t["steps"] for r in records for t in turns(r, mode)]
+    retrieved = sum(
+        min(ret, acc)
+        for s in steps  # a turn without the counter (older schema) contributes nothing
+        for ret, acc in zip(s.get("accepted_retrieval", []), s["n_accepted"], strict=False)
+    )
     return retrieved / accepted if accepted else float("nan")
 
 
