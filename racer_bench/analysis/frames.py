@@ -46,6 +46,7 @@ SKIP_KEYS = ("_target_", "_partial_")
 METHOD_NAMES = {
     "ar": "AR", "pld": "PLD", "rest": "REST", "lookahead": "Lookahead",
     "recycling": "Token Recycling", "logitspec": "LogitSpec", "racer": "RACER",
+    "sps": "SpS", "medusa": "Medusa", "eagle3": "EAGLE-3", "dspark": "DSpark",
 }  # fmt: skip
 METHOD_ORDER = tuple(METHOD_NAMES)
 TASK_NAMES = {
