@@ -106,8 +106,8 @@ def retrieval_accept_share(records: Sequence[Record], mode: str = "method") -> f
     Per step the retrieval count is capped at ``n_accepted``: records written before the loop
     cut per-source counts at an EOS/length cut could count a cut node (an upper bound there).
     """
-    accepted = sum(sum(step_column(r, mode, "n_accepted")) for r in records)
     steps = [t["steps"] for r in records for t in turns(r, mode)]
+    accepted = sum(sum(s["n_accepted"]) for s in steps)
     retrieved = sum(
         min(ret, acc)
         for s in steps  # a turn without the counter (older schema) contributes nothing

@@ -6,7 +6,6 @@ proposes nothing), so speedups compare like with like.
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -193,15 +192,13 @@ def _record(
 ) -> StepRecord:
     """Step counters from a draft and its accepted path."""
     sources = draft.source.tolist() if draft.source is not None else [0] * len(draft)
-    accepted_sources = [sources[i] for i in accepted]
     ranks = draft.rank.tolist() if draft.rank is not None else []
     return StepRecord(
         n_draft=len(draft),
         depth=max(node_depths(draft.parents.tolist()), default=0),
         n_accepted=len(accepted),
         n_committed=len(accepted) + 1,
-        accepted_by_source=dict(Counter(accepted_sources)),
-        accepted_sources=accepted_sources,
+        accepted_sources=[sources[i] for i in accepted],
         has_retrieval=any(s in RETRIEVAL_SOURCES for s in sources),
         t_draft=t_draft,
         t_verify=t_verify,

@@ -184,7 +184,7 @@ class StepRecord:
     depth: int
     n_accepted: int  # accepted draft nodes (bonus excluded); may be cut by EOS/stop/length
     n_committed: int  # tokens appended to the output by this step (accepted + bonus, after cuts)
-    accepted_by_source: dict[int, int]
+    accepted_sources: list[int]  # Source label of each accepted node, root first (after cuts)
     has_retrieval: bool
     t_draft: float
     t_verify: float
@@ -197,15 +197,17 @@ class StepRecord:
     predicted_accepted: float | None = None
     cost: float | None = None
     calibration: list[tuple[float, int]] = field(default_factory=list)
-    accepted_sources: list[int] = field(default_factory=list)  # per accepted node, root first
+
+    @property
+    def accepted_by_source(self) -> dict[int, int]:
+        """Accepted nodes per Source label."""
+        return dict(Counter(self.accepted_sources))
 
     def cut_accepted(self, n_keep: int) -> None:
         """Keep the accepted nodes among the first ``n_keep`` committed tokens (an EOS, stop
         string or length cut), so per-source counts never exceed ``n_accepted``."""
         self.n_accepted = min(self.n_accepted, n_keep)
-        if self.accepted_sources:
-            self.accepted_sources = self.accepted_sources[: self.n_accepted]
-            self.accepted_by_source = dict(Counter(self.accepted_sources))
+        self.accepted_sources = self.accepted_sources[: self.n_accepted]
 
 
 @dataclass

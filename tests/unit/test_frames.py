@@ -40,7 +40,8 @@ def fake_steps(rng: np.random.Generator, n_tokens: int, accept: float, ranks: bo
         retrieved = int(rng.random() < retrieval) * accepted
         steps.append(StepRecord(
             n_draft=drafted, depth=min(drafted, 4), n_accepted=accepted,
-            n_committed=accepted + 1, accepted_by_source={int(Source.RETRIEVAL): retrieved},
+            n_committed=accepted + 1, accepted_sources=[int(Source.RETRIEVAL)] * retrieved
+            + [int(Source.MODEL)] * (accepted - retrieved),
             has_retrieval=retrieval > 0 and rng.random() < 0.5 + retrieval / 2,
             t_draft=1e-4, t_verify=T_FORWARD * (1 + drafted / 32), t_update=1e-4,
             accepted_ranks=[int(rng.geometric(0.5)) - 1 for _ in range(accepted)] if ranks else [],
