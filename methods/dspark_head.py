@@ -29,7 +29,7 @@ from torch import nn
 from methods.heads import Eagle3Attention, RMSNorm, rope
 
 KV = list[tuple[torch.Tensor, torch.Tensor]]  # per layer: keys, values [S, kv_heads, D]
-BLOCK_INPUTS = ("normed", "sum")
+BLOCK_INPUTS = ("normed", "concat", "sum")
 
 
 def dspark_config(
@@ -150,13 +150,18 @@ class DSparkHead(nn.Module):
         self.embed_tokens.weight.requires_grad_(False)
         self.fc = nn.Linear(cfg["feature_size"], h, bias=False)
         self.ctx_norm = RMSNorm(h, cfg["rms_eps"])
-        normed = cfg.get("block_input", "sum") == "normed"
         # "normed": the root's embedding is RMS-normed and the mask rows start at unit RMS, so
         # neither is swamped by the normed context vector they are added to (a raw embedding
         # of SmolLM2 has RMS ~0.13 against the context vector's ~1: the root was nearly
         # invisible to the block, "sum", version 1).
-        self.token_norm = RMSNorm(h, cfg["rms_eps"]) if normed else None
-        self.offset_embed = nn.Parameter(torch.randn(g, h) * (1.0 if normed else 0.02))
+        mode = cfg.get("block_input", "sum")
+        self.token_norm = RMSNorm(h, cfg["rms_eps"]) if mode != "sum" else None
+        self.offset_embed = nn.Parameter(torch.randn(g, h) * (1.0 if mode != "sum" else 0.02))
+        # "concat" (EAGLE-3's way of fusing a token with a feature): [token part; context
+        # vector] -> H by its own projection, initialised to their sum ("normed").
+        self.in_proj = nn.Linear(2 * h, h, bias=False) if mode == "concat" else None
+        if self.in_proj is not None:
+            self.in_proj.weight.data.copy_(torch.cat([torch.eye(h), torch.eye(h)], 1))
         self.layers = nn.ModuleList(DSparkLayer(cfg) for _ in range(cfg["num_layers"]))
         self.norm = RMSNorm(h, cfg["rms_eps"])
         self.lm_head = nn.Linear(h, len(draft_ids), bias=False)
@@ -182,14 +187,19 @@ class DSparkHead(nn.Module):
         """FloatTensor[A, size, H]: every row = the last context vector ``last``
         FloatTensor[A, H] (the state before the root) + a token part: for row 0 the root's
         normed embedding, for row k > 0 the learned mask embedding of offset k
-        (``block_input="sum"``: offset embedding + raw root embedding on row 0)."""
-        x = self.offset_embed[:size][None] + last[:, None]
+        (``block_input="sum"``: offset embedding + raw root embedding on row 0;
+        ``"concat"``: ``in_proj([token part; last])`` instead of the sum)."""
         root = self.embed_tokens(roots)
         if self.token_norm is None:
+            x = self.offset_embed[:size][None] + last[:, None]
             x[:, 0] += root
-        else:
-            x[:, 0] = self.token_norm(root) + last
-        return x
+            return x
+        token = self.offset_embed[:size][None].expand(len(roots), -1, -1).clone()
+        token[:, 0] = self.token_norm(root)
+        ctx = last[:, None].expand(-1, size, -1)
+        if self.in_proj is not None:
+            return self.in_proj(torch.cat([token, ctx], -1))
+        return token + ctx
 
     def hidden(
         self, x: torch.Tensor, pos: torch.Tensor, ctx: KV, mask: torch.Tensor

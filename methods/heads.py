@@ -445,22 +445,39 @@ def eagle3_loss(
     head: Eagle3Head, feats: torch.Tensor, ids: torch.Tensor, labels: torch.Tensor,
     steps: int = 3, decay: float = 0.8,
 ) -> torch.Tensor:  # fmt: skip
-    """EAGLE-3 training-time-test loss on one sequence of T tokens.
-
-    Pair ``i`` = (target features ``feats[i]``, token ``ids[i + 1]``) predicts ``labels[i + 2]``.
-    Step ``j`` re-feeds step ``j - 1``'s output at ``i - 1`` as the hidden input, attending to
-    step-0 keys up to ``i - j`` and to step ``s`` keys at ``i - j + s`` only, as in drafting.
+    """EAGLE-3 training-time-test loss on one sequence of T tokens: step ``j``'s cross-entropy
+    (:func:`eagle3_step_logits`) weighted ``decay**j``.
 
     Args:
         feats: FloatTensor[T, F]; ids: LongTensor[T] token ids; labels: LongTensor[T] draft labels.
+    """
+    target = torch.cat([labels[2:], labels.new_full((1,), -100)])  # [n]
+    total = feats.new_zeros(())
+    for j, logits in enumerate(eagle3_step_logits(head, feats, ids, steps)):
+        valid = target.clone()
+        valid[:j] = -100  # no committed context at these positions
+        loss = F.cross_entropy(logits, valid, ignore_index=-100)
+        if torch.isfinite(loss):
+            total = total + decay**j * loss
+    return total
+
+
+def eagle3_step_logits(
+    head: Eagle3Head, feats: torch.Tensor, ids: torch.Tensor, steps: int
+) -> list[torch.Tensor]:
+    """Training-time-test logits of one sequence: ``steps`` tensors FloatTensor[T - 1, Vd].
+
+    Pair ``i`` = (target features ``feats[i]``, token ``ids[i + 1]``) predicts the token at
+    ``i + 2``. Step ``j`` re-feeds step ``j - 1``'s output at ``i - 1`` as the hidden input,
+    attending to step-0 keys up to ``i - j`` and to step ``s`` keys at ``i - j + s`` only, as
+    in drafting.
     """
     n = len(ids) - 1  # pairs
     layer = head.midlayer
     pos = torch.arange(n)
     emb = head.embed_tokens(ids[1:])
-    target = torch.cat([labels[2:], labels.new_full((1,), -100)])  # [n]
     hidden = head.fc(feats[:n])
-    keys, values, total = [], [], feats.new_zeros(())
+    keys, values, out_logits = [], [], []
     out = hidden
     for j in range(steps):
         if j:
@@ -471,12 +488,8 @@ def eagle3_loss(
         values.append(v)
         attn = layer.self_attn(x, pos, torch.cat(keys), torch.cat(values), ttt_mask(n, j))
         out = layer.finish(hidden, attn)
-        valid = target.clone()
-        valid[:j] = -100  # no committed context at these positions
-        loss = F.cross_entropy(head.logits(out), valid, ignore_index=-100)
-        if torch.isfinite(loss):
-            total = total + decay**j * loss
-    return total
+        out_logits.append(head.logits(out))
+    return out_logits
 
 
 def ttt_mask(n: int, step: int) -> torch.Tensor:

@@ -94,9 +94,12 @@ def _cut_at_eos(row: list[int], eos_ids: set[int]) -> list[int]:
 
 def build_dataset(
     target: Any, prompts: list[DistillPrompt], max_new_tokens: int, batch_size: int,
-    cache: Path, progress: bool = True,
+    cache: Path, progress: bool = True, generate: bool = True,
 ) -> dict[str, Any]:  # fmt: skip
     """Generate what the cache lacks (appending after every batch), then assemble the dataset.
+
+    With ``generate=False`` nothing is generated: the dataset holds only the prompts the cache
+    already has (to train on a cache that another process is still filling).
 
     Returns ``sequences`` (prompt + continuation ids), ``prompt_lens``, ``sources``, ``keys``
     in prompt order, plus ``generated`` (continuations made by this call).
@@ -108,6 +111,10 @@ def build_dataset(
     done = read_cache(cache)
     todo = sorted({k: i for i, k in enumerate(keys) if k not in done}.values(),
                   key=lambda i: len(ids[i]))  # fmt: skip  # similar lengths: less padding
+    if not generate:
+        have = [i for i, k in enumerate(keys) if k in done]
+        prompts = [prompts[i] for i in have]
+        ids, keys, todo = [ids[i] for i in have], [keys[i] for i in have], []
     batches = [todo[i : i + batch_size] for i in range(0, len(todo), batch_size)]
     for batch in tqdm(batches, desc="distill", unit="batch", disable=not progress):
         outs = greedy_continuations(

@@ -44,6 +44,7 @@ from methods.heads import (
     draft_labels,
     eagle3_config,
     eagle3_loss,
+    eagle3_step_logits,
     frequent_tokens,
     medusa_loss,
     save_checkpoint,
@@ -87,6 +88,7 @@ class DataConfig:
     max_new_tokens: PositiveInt = 256
     batch_size: PositiveInt = 32
     holdout: Probability = 0.05
+    generate: bool = True
 
 
 @dataclass
@@ -104,7 +106,8 @@ class HeadConfig:
     block_layers: PositiveInt = 2
     markov_rank: PositiveInt = 128
     markov_gate: bool = True
-    block_input: Literal["normed", "sum"] = "normed"
+    block_input: Literal["normed", "concat", "sum"] = "normed"
+    block_decay: PositiveFloat = 0.8
     anchors: PositiveInt = 96
     conf_weight: NonNegativeFloat = 0.5
 
@@ -134,6 +137,7 @@ class TrainConfig:
     out: str = ""
     resume: bool = True
     data_only: bool = False
+    features_only: bool = False
     data: DataConfig = field(default_factory=DataConfig)
     head: HeadConfig = field(default_factory=HeadConfig)
     train: OptimConfig = field(default_factory=OptimConfig)
@@ -158,14 +162,15 @@ def dataset(cfg: DictConfig, target: HFTarget) -> dict[str, Any]:
     prompts = distill_prompts(sources)  # type: ignore[arg-type]
     t0 = time.time()
     data = build_dataset(target, prompts, cfg.data.max_new_tokens, cfg.data.batch_size,
-                         Path(cfg.data.cache).expanduser())  # fmt: skip
+                         Path(cfg.data.cache).expanduser(), generate=cfg.data.generate)  # fmt: skip
     data["wall_s"] = time.time() - t0
     return data
 
 
-def feature_layers(cfg: DictConfig, target: HFTarget) -> tuple[int, ...]:
-    """HF ``hidden_states`` indices the head reads (empty = final normed state, Medusa)."""
-    if cfg.kind == "medusa":
+def feature_layers(cfg: DictConfig, target: HFTarget, kind: str | None = None) -> tuple[int, ...]:
+    """HF ``hidden_states`` indices the head ``kind`` (default ``cfg.kind``) reads (empty =
+    final normed state, Medusa)."""
+    if (kind or cfg.kind) == "medusa":
         return ()
     if cfg.head.feature_layers:
         return tuple(cfg.head.feature_layers)
@@ -174,11 +179,34 @@ def feature_layers(cfg: DictConfig, target: HFTarget) -> tuple[int, ...]:
 
 
 @torch.no_grad()
-def target_features(target: HFTarget, seq: list[int], layers: tuple[int, ...]) -> torch.Tensor:
-    """FloatTensor[T, F] (float16, to halve memory) of one full forward."""
+def target_features(
+    target: HFTarget, seq: list[int], layer_sets: list[tuple[int, ...]]
+) -> list[torch.Tensor]:
+    """FloatTensor[T, F] (float16, to halve memory) per layer set, from one full forward."""
     ids = torch.tensor([seq], device=target.device)
-    res = target.body(input_ids=ids, output_hidden_states=bool(layers))
-    return features(res, layers).to("cpu", torch.float16).clone()
+    res = target.body(input_ids=ids, output_hidden_states=any(layer_sets))
+    return [features(res, layers).to("cpu", torch.float16).clone() for layers in layer_sets]
+
+
+def feature_file(folder: Path, layers: tuple[int, ...], key: str) -> Path:
+    """Where the features of one sequence (cache key) for one layer set are stored."""
+    return folder / ("layers_" + "_".join(map(str, layers or ("final",)))) / f"{key}.pt"
+
+
+def stored_features(file: Path, length: int) -> torch.Tensor | None:
+    """The stored features of a sequence of ``length`` tokens, or None if absent or stale."""
+    if file.exists():
+        feats = torch.load(file, weights_only=True)
+        if len(feats) == length:
+            return feats
+    return None
+
+
+def store_features(file: Path, feats: torch.Tensor) -> None:
+    file.parent.mkdir(parents=True, exist_ok=True)
+    tmp = file.with_suffix(f".{os.getpid()}.tmp")  # heads may build features side by side
+    torch.save(feats, tmp)
+    tmp.rename(file)
 
 
 def cached_features(
@@ -186,18 +214,36 @@ def cached_features(
 ) -> torch.Tensor:
     """:func:`target_features`, stored once per (layers, sequence key) under ``folder``."""
     if folder is None:
-        return target_features(target, seq, layers)
-    file = folder / ("layers_" + "_".join(map(str, layers or ("final",)))) / f"{key}.pt"
-    if file.exists():
-        feats = torch.load(file, weights_only=True)
-        if len(feats) == len(seq):
-            return feats
-    feats = target_features(target, seq, layers)
-    file.parent.mkdir(parents=True, exist_ok=True)
-    tmp = file.with_suffix(f".{os.getpid()}.tmp")  # heads may build features side by side
-    torch.save(feats, tmp)
-    tmp.rename(file)
+        return target_features(target, seq, [layers])[0]
+    file = feature_file(folder, layers, key)
+    feats = stored_features(file, len(seq))
+    if feats is None:
+        feats = target_features(target, seq, [layers])[0]
+        store_features(file, feats)
     return feats
+
+
+def precompute_features(cfg: DictConfig, target: HFTarget, data: dict[str, Any]) -> int:
+    """Store every sequence's features for every head's layer set, one target forward per
+    sequence (``features_only=true``: the heads trained afterwards, even side by side, then
+    share them instead of each running its own forwards). Returns the sequences computed."""
+    from tqdm import tqdm
+
+    if not cfg.data.features:
+        raise ConfigError("features_only=true needs data.features (a folder), not null")
+    folder = Path(cfg.data.features).expanduser()
+    sets = sorted({feature_layers(cfg, target, kind) for kind in KINDS})
+    done = 0
+    for seq, key in tqdm(list(zip(data["sequences"], data["keys"], strict=True)),
+                         desc="features", unit="seq"):  # fmt: skip
+        files = [feature_file(folder, layers, key) for layers in sets]
+        missing = [i for i, f in enumerate(files) if stored_features(f, len(seq)) is None]
+        if missing:
+            for i, feats in zip(missing, target_features(target, seq, [sets[i] for i in missing]),
+                                strict=True):  # fmt: skip
+                store_features(files[i], feats)
+            done += 1
+    return done
 
 
 def build_head(cfg: DictConfig, target: HFTarget, draft_ids: torch.Tensor, feat_size: int):
@@ -255,7 +301,7 @@ def step_loss(
     if not len(roots):
         return feats.new_zeros((), requires_grad=True), {}
     return dspark_loss(head, feats, sample.ids, sample.labels, roots,
-                       conf_weight=cfg.head.conf_weight)  # fmt: skip
+                       decay=cfg.head.block_decay, conf_weight=cfg.head.conf_weight)  # fmt: skip
 
 
 def make_samples(
@@ -282,6 +328,46 @@ def eval_loss(cfg: DictConfig, head: Any, held: list[Sample]) -> float | None:
     rng = random.Random(cfg.seed)
     losses = [float(step_loss(cfg, head, s, rng)[0]) for s in held]
     return sum(losses) / len(losses)
+
+
+@torch.no_grad()
+def depth1_logits(kind: str, head: Any, sample: Sample) -> tuple[torch.Tensor, torch.Tensor]:
+    """The head's teacher-forced logits for the first drafted position after every root in the
+    answer: FloatTensor[N, Vd] and draft labels LongTensor[N] (-100: not draftable).
+
+    Root ``t`` (``prompt_len <= t <= T - 2``) is the token the target just committed; the head
+    has the target's features up to ``t - 1`` and predicts the token at ``t + 1``, the same
+    question for every kind, so the accuracies are comparable across heads.
+    """
+    feats, first, n = sample.feats.float(), sample.prompt_len, len(sample.ids)
+    roots = torch.arange(first, n - 1)
+    if kind == "medusa":  # head 0 at position t - 1 predicts t + 1 (it never sees the root)
+        logits = head(feats)[0][roots - 1]
+    elif kind == "eagle3":  # pair t - 1 = (feats[t - 1], ids[t]) predicts t + 1
+        logits = eagle3_step_logits(head, feats, sample.ids, 1)[0][roots - 1]
+    else:
+        logits = block_outputs(head, feats, sample.ids, sample.labels, roots)["logits"][:, 0]
+    return logits, sample.labels[roots + 1]
+
+
+def depth1_accuracy(kind: str, head: Any, held: list[Sample], k: int = 4) -> dict[str, float]:
+    """Held-out teacher-forced acceptance of the first drafted position: ``acc1`` (argmax ==
+    the target's token) and ``acc{k}`` (the target's token among the top ``k``) over every
+    answer position; a token outside the draft vocabulary counts as a miss."""
+    hits1 = hitsk = total = 0
+    for s in held:
+        logits, labels = depth1_logits(kind, head, s)
+        top = logits.topk(min(k, logits.shape[-1]), -1).indices
+        hits1 += int((top[:, 0] == labels).sum())
+        hitsk += int((top == labels[:, None]).any(-1).sum())
+        total += len(labels)
+    return {"acc1": hits1 / max(total, 1), f"acc{k}": hitsk / max(total, 1)}
+
+
+def evaluate(cfg: DictConfig, head: Any, held: list[Sample], step: int) -> dict[str, Any]:
+    """One held-out evaluation: loss and depth-1 accuracies (head left in training mode)."""
+    return {"step": step, "loss": eval_loss(cfg, head, held),
+            **depth1_accuracy(cfg.kind, head, held)}  # fmt: skip
 
 
 @torch.no_grad()
@@ -366,9 +452,11 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     t_start = time.time()
     target: HFTarget = instantiate(cfg.model)
     data = dataset(cfg, target)
-    if cfg.data_only:
+    if cfg.data_only or cfg.features_only:
+        computed = precompute_features(cfg, target, data) if cfg.features_only else 0
         return {"sequences": len(data["sequences"]), "generated": data["generated"],
-                "tokens": sum(map(len, data["sequences"])), "wall_s": data["wall_s"]}  # fmt: skip
+                "tokens": sum(map(len, data["sequences"])), "wall_s": data["wall_s"],
+                "features_computed": computed}  # fmt: skip
     usable = [i for i, s in enumerate(data["sequences"]) if len(s) > data["prompt_lens"][i] + 2]
     held_flags = holdout_mask([data["keys"][i] for i in usable], cfg.data.holdout)
     train_rows = [i for i, h in zip(usable, held_flags, strict=True) if not h]
@@ -407,7 +495,7 @@ def train(cfg: DictConfig) -> dict[str, Any]:
             recent = [r["loss"] for r in log[-cfg.train.log_every :]]
             bar.set_postfix(loss=f"{sum(recent) / len(recent):.3f}")
         if step % cfg.train.eval_every == 0 and held:
-            evals.append({"step": step, "loss": eval_loss(cfg, head, held)})
+            evals.append(evaluate(cfg, head, held, step))
         if step % cfg.train.save_every == 0:
             _save_state(state_path, head, opt, fingerprint,
                         {"step": step, "log": log, "evals": evals,
@@ -415,7 +503,7 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     bar.close()
     trained_s = clock.seconds
     if held and (not evals or evals[-1]["step"] != step):
-        evals.append({"step": step, "loss": eval_loss(cfg, head, held)})
+        evals.append(evaluate(cfg, head, held, step))
     _save_state(state_path, head, opt, fingerprint,
                 {"step": step, "log": log, "evals": evals, "train_s": trained_s})  # fmt: skip
     calibration = calibrate(head, held) if cfg.kind == "dspark" else None
@@ -424,6 +512,8 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     plot_curves(out.with_suffix(".loss.png"), log, evals, f"{cfg.kind} on {cfg.model_name}")
     summary = _summary(cfg, data, samples, log, step, trained_s, time.time() - t_start)
     summary.update(resumed_from=start, held_out_sequences=len(held), eval_curve=evals)
+    if evals:
+        summary["depth1_accuracy"] = {k: v for k, v in evals[-1].items() if k.startswith("acc")}
     if calibration is not None:
         summary["calibration"] = calibration
     out.with_suffix(".json").write_text(json.dumps(summary, indent=1))

@@ -57,6 +57,9 @@ def test_training_lowers_the_loss_and_the_head_drafts(tmp_path, kind, tiny_targe
     assert len(rows) == 41 and rows[0].startswith("step,time_s,loss")
     assert (folder / f"{kind}.loss.png").stat().st_size > 0
     assert [e["step"] for e in summary["eval_curve"]] == [10, 20, 30, 40]
+    accuracy = summary["depth1_accuracy"]  # held-out, teacher-forced, comparable across kinds
+    assert 0.0 <= accuracy["acc1"] <= accuracy["acc4"] <= 1.0
+    assert accuracy == {k: summary["eval_curve"][-1][k] for k in ("acc1", "acc4")}
     checkpoint = folder / f"{kind}.pt"
     drafter = DRAFTERS[kind](260, checkpoint=str(checkpoint))
     prompt = list(TINY_PROMPTS[0])
@@ -84,6 +87,23 @@ def test_data_only_builds_the_cache_and_bad_keys_exit_2(tmp_path) -> None:
     assert bad.returncode == 2 and "kind=lstm" in bad.stderr
     bad = run_script(tmp_path, "data_only=true", "+data.sources.wiki=3")
     assert bad.returncode == 2 and "data.sources.wiki" in bad.stderr
+
+
+def test_features_only_stores_every_heads_features_in_one_pass(tmp_path) -> None:
+    """One forward per sequence stores Medusa's and EAGLE-3/DSpark's features; a head trained
+    afterwards reads them instead of recomputing."""
+    done = run_script(tmp_path, "features_only=true")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads(done.stdout.strip().splitlines()[-1])["features_computed"] == 7
+    folder = tmp_path / "drafters" / "tiny" / "features"
+    sets = sorted(p.name for p in folder.iterdir())
+    assert len(sets) == 2 and "layers_final" in sets
+    files = {f: f.stat().st_mtime_ns for f in folder.rglob("*.pt")}
+    assert len(files) == 14
+    assert run_script(tmp_path, "kind=dspark", "train.max_steps=2").returncode == 0
+    assert {f: f.stat().st_mtime_ns for f in folder.rglob("*.pt")} == files
+    again = run_script(tmp_path, "features_only=true")
+    assert json.loads(again.stdout.strip().splitlines()[-1])["features_computed"] == 0
 
 
 def test_resume_refuses_a_state_from_other_data(tmp_path) -> None:

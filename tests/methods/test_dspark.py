@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from methods.dspark import DSparkDrafter, _survival
@@ -165,3 +166,23 @@ def test_normed_block_inputs_keep_the_root_visible_and_version_1_heads_still_loa
     x = legacy.block_inputs(torch.tensor([3]), last[None], G)
     expected = legacy.offset_embed[0] + last + legacy.embed_tokens.weight[3]
     assert torch.allclose(x[0, 0], expected)
+
+
+def test_concat_block_inputs_start_as_the_normed_sum_and_learn_their_own_mix() -> None:
+    """``block_input="concat"`` projects [token part; context vector]; its projection starts
+    at [I, I], so an untrained head forms the same rows as ``"normed"``."""
+    torch.manual_seed(0)
+    cfg = dspark_config(H, F, V, block_size=G, num_layers=1, num_heads=4, markov_rank=R)
+    normed = DSparkHead(cfg, DRAFT_IDS)
+    concat = DSparkHead({**cfg, "block_input": "concat"}, DRAFT_IDS)
+    concat.load_state_dict(normed.state_dict(), strict=False)
+    last = torch.randn(2, H)
+    roots = torch.tensor([3, 4])
+    assert torch.allclose(concat.block_inputs(roots, last, G), normed.block_inputs(roots, last, G),
+                          atol=1e-5)  # fmt: skip
+    concat.in_proj.weight.data[:, :H] *= 2.0  # the token part now weighs twice the context
+    rows = concat.block_inputs(roots, last, G)
+    token = normed.block_inputs(roots, torch.zeros_like(last), G)
+    assert torch.allclose(rows, 2 * token + last[:, None], atol=1e-5)
+    with pytest.raises(ValueError, match="block_input"):
+        dspark_config(H, F, V, block_input="mean")

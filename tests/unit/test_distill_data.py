@@ -76,3 +76,15 @@ def test_cache_resumes_and_extends(tmp_path, tiny_target) -> None:
     assert more["generated"] == 1 and len(read_cache(cache)) == 5
     longer = build_dataset(tiny_target, first, 12, 3, cache, progress=False)
     assert longer["generated"] == 4  # another continuation length is another key
+
+
+def test_without_generation_only_cached_prompts_are_used(tmp_path, tiny_target) -> None:
+    """``generate=False`` trains on what another process has cached so far, generating nothing."""
+    cache = tmp_path / "distill.jsonl"
+    build_dataset(tiny_target, distill_prompts({"code": 2}), 8, 3, cache, progress=False)
+    wider = distill_prompts({"code": 3, "chat": 2})
+    data = build_dataset(tiny_target, wider, 8, 3, cache, progress=False, generate=False)
+    assert data["generated"] == 0 and len(read_cache(cache)) == 2
+    assert len(data["sequences"]) == len(data["keys"]) == len(data["prompt_lens"]) == 2
+    assert data["sources"] == ["code", "code"]
+    assert data["sequences"][1][: data["prompt_lens"][1]] == render(tiny_target.tokenizer, wider[1])
