@@ -37,14 +37,17 @@ def dspark_config(
     num_layers: int = 2, num_heads: int = 8, num_kv_heads: int | None = None,
     intermediate_size: int | None = None, markov_rank: int = 128, markov_gate: bool = True,
     rope_theta: float = 10000.0, rms_eps: float = 1e-5, feature_layers: tuple[int, ...] = (),
-    block_input: str = "normed",
+    block_input: str = "normed", causal: bool = False,
 ) -> dict[str, Any]:  # fmt: skip
     """The head's config dict (saved inside checkpoints). ``block_input``: how block rows are
-    formed (see :meth:`DSparkHead.block_inputs`); checkpoints without the key are ``"sum"``."""
+    formed (see :meth:`DSparkHead.block_inputs`); checkpoints without the key are ``"sum"``.
+    ``causal``: block row k attends to rows 0..k only (else to the whole block), so row 0 does
+    not depend on the block size and can also be trained alone (``root_anchors``)."""
     if block_input not in BLOCK_INPUTS:
         raise ValueError(f"block_input={block_input!r}: allowed values are {BLOCK_INPUTS}")
     return {
         "block_input": block_input,
+        "causal": causal,
         "hidden_size": hidden_size,
         "attn_in_size": hidden_size,
         "feature_size": feature_size,
@@ -89,11 +92,11 @@ class DSparkLayer(nn.Module):
 
     def forward_blocks(
         self, x: torch.Tensor, pos: torch.Tensor, ctx: tuple[torch.Tensor, torch.Tensor],
-        ctx_len: torch.Tensor,
+        ctx_len: torch.Tensor, causal: bool = False,
     ) -> torch.Tensor:  # fmt: skip
         """:meth:`forward` for A independent blocks FloatTensor[A, g, H] (training)."""
         return self.mlp(x + block_attention(self.self_attn, self.input_layernorm(x), pos, ctx,
-                                            ctx_len))  # fmt: skip
+                                            ctx_len, causal))  # fmt: skip
 
     def mlp(self, h: torch.Tensor) -> torch.Tensor:
         """Residual MLP of the post-attention stream FloatTensor[..., H]."""
@@ -103,10 +106,11 @@ class DSparkLayer(nn.Module):
 
 def block_attention(
     attn: Eagle3Attention, xn: torch.Tensor, pos: torch.Tensor,
-    ctx: tuple[torch.Tensor, torch.Tensor], ctx_len: torch.Tensor,
+    ctx: tuple[torch.Tensor, torch.Tensor], ctx_len: torch.Tensor, causal: bool = False,
 ) -> torch.Tensor:  # fmt: skip
     """Attention of ``A`` independent blocks of ``g`` rows (training): each row reads the first
-    ``ctx_len[a]`` context keys and, bidirectionally, its own block's keys.
+    ``ctx_len[a]`` context keys and its own block's keys (with ``causal``, those of rows up to
+    its own only).
 
     Equal to one masked attention over ``[context; all blocks]`` with a block-diagonal mask,
     without computing the ``(A g)^2`` block-to-block scores that mask throws away, so a step
@@ -132,6 +136,9 @@ def block_attention(
     hidden = torch.arange(len(kc))[None] >= ctx_len[:, None]  # [A, S]
     s_ctx = s_ctx.masked_fill(hidden[:, None, None], float("-inf"))
     s_blk = torch.einsum("aghd,akhd->ahgk", q, kb)  # [A, heads, g, g]
+    if causal:
+        later = torch.ones(g, g, dtype=torch.bool).triu(1)
+        s_blk = s_blk.masked_fill(later, float("-inf"))
     p = torch.cat([s_ctx, s_blk], -1).softmax(-1)
     s = len(kc)
     out = torch.einsum("ahgs,shd->aghd", p[..., :s], vc)
@@ -172,6 +179,10 @@ class DSparkHead(nn.Module):
         self.confidence = nn.Linear(h + r, 1)
         self.register_buffer("draft_ids", draft_ids.long().clone())
         self.register_buffer("conf_temperature", torch.ones(g))
+
+    @property
+    def causal(self) -> bool:
+        return bool(self.cfg.get("causal", False))
 
     @property
     def block_size(self) -> int:
@@ -215,7 +226,7 @@ class DSparkHead(nn.Module):
         """Normed states FloatTensor[A, g, H] of A blocks FloatTensor[A, g, H] at positions
         [A, g], block ``a`` reading the first ``ctx_len[a]`` context positions (training)."""
         for layer, kv in zip(self.layers, ctx, strict=True):
-            x = layer.forward_blocks(x, pos, kv, ctx_len)
+            x = layer.forward_blocks(x, pos, kv, ctx_len, self.causal)
         return self.norm(x)
 
     def draft_block(
@@ -226,6 +237,8 @@ class DSparkHead(nn.Module):
         x = self.block_inputs(torch.tensor([root]), last[None], size)[0]
         pos = torch.arange(past, past + size)
         mask = torch.ones(size, past + size, dtype=torch.bool)
+        if self.causal:
+            mask[:, past:] = torch.ones(size, size, dtype=torch.bool).tril()
         return self.hidden(x, pos, ctx, mask)
 
     def base_logits(self, h: torch.Tensor) -> torch.Tensor:
@@ -262,7 +275,8 @@ def acceptance_scores(logits: torch.Tensor, conf: torch.Tensor) -> torch.Tensor:
 
 def block_outputs(
     head: DSparkHead, feats: torch.Tensor, ids: torch.Tensor, labels: torch.Tensor,
-    anchors: torch.Tensor,
+    anchors: torch.Tensor, size: int | None = None,
+    context: tuple[torch.Tensor, KV] | None = None,
 ) -> dict[str, torch.Tensor]:  # fmt: skip
     """Teacher-forced blocks at ``anchors`` of one sequence, for training and calibration.
 
@@ -272,15 +286,18 @@ def block_outputs(
     Args:
         feats: FloatTensor[T, F]; ids: LongTensor[T] target ids; labels: LongTensor[T] draft
             labels (-100 outside the draft vocabulary); anchors: LongTensor[A], 0 < t_a < T - 1.
+        size: rows per block ``g`` (default the head's block size; fewer rows are the first
+            rows of a full block only for a causal head); context: ``head.context(feats, ...)``
+            if already computed.
 
     Returns:
         ``logits`` [A, g, Vd], ``labels`` [A, g] (-100: past the end or not draftable),
         ``inside`` [A, g] (position inside the sequence), ``accepted`` [A, g] (argmax ==
         label), ``conf_logit`` [A, g] (from detached states).
     """
-    n, g, a = len(ids), head.block_size, len(anchors)
+    n, g, a = len(ids), size or head.block_size, len(anchors)
     hsize = head.cfg["hidden_size"]
-    c, ctx = head.context(feats, torch.arange(n))
+    c, ctx = context if context is not None else head.context(feats, torch.arange(n))
     offs = torch.arange(g)
     pos = anchors[:, None] + offs[None]  # [A, g]
     x = head.block_inputs(ids[anchors], c[anchors - 1], g)
@@ -300,25 +317,44 @@ def block_outputs(
 def dspark_loss(
     head: DSparkHead, feats: torch.Tensor, ids: torch.Tensor, labels: torch.Tensor,
     anchors: torch.Tensor, decay: float = 0.8, conf_weight: float = 0.5,
+    root_anchors: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, dict[str, float]]:  # fmt: skip
     """Block cross-entropy (position ``k`` weighted ``decay**k``) + confidence BCE.
+
+    ``root_anchors`` LongTensor[B] (causal heads only) add one-row blocks: more first-position
+    examples, the position that decides most of the accepted length, at a quarter of a
+    4-row block's cost. Position 0's cross-entropy and the confidence loss average over both.
 
     Returns the loss and its parts (``ce``, ``conf``, ``acc1``: teacher-forced acceptance of
     the first position) for logging. Shapes as in :func:`block_outputs`.
     """
-    out = block_outputs(head, feats, ids, labels, anchors)
+    context = head.context(feats, torch.arange(len(ids)))
+    out = block_outputs(head, feats, ids, labels, anchors, context=context)
     logits, lab = out["logits"], out["labels"]
     ce = F.cross_entropy(logits.flatten(0, 1), lab.flatten(), ignore_index=-100, reduction="none")
     ce = ce.view(lab.shape)
     valid = lab >= 0
-    weights = decay ** torch.arange(lab.shape[1], dtype=ce.dtype)
     per_pos = (ce * valid).sum(0) / valid.sum(0).clamp_min(1)
-    ce_loss = (weights * per_pos).sum() / weights.sum()
     inside = out["inside"]
-    conf_loss = F.binary_cross_entropy_with_logits(
-        out["conf_logit"][inside], out["accepted"][inside].float()
-    )
+    conf_z, conf_y = out["conf_logit"][inside], out["accepted"][inside]
+    first = out["accepted"][:, 0][inside[:, 0]]
+    if root_anchors is not None and len(root_anchors):
+        if not head.causal:
+            raise ValueError("root_anchors need a causal head (row 0 must not read later rows)")
+        solo = block_outputs(head, feats, ids, labels, root_anchors, size=1, context=context)
+        solo_ce = F.cross_entropy(solo["logits"][:, 0], solo["labels"][:, 0], ignore_index=-100,
+                                  reduction="none")  # fmt: skip
+        ce0 = torch.cat([ce[:, 0], solo_ce])
+        valid0 = torch.cat([valid[:, 0], solo["labels"][:, 0] >= 0])
+        per_pos = torch.cat([((ce0 * valid0).sum() / valid0.sum().clamp_min(1))[None],
+                             per_pos[1:]])  # fmt: skip
+        keep = solo["inside"][:, 0]
+        conf_z = torch.cat([conf_z, solo["conf_logit"][:, 0][keep]])
+        conf_y = torch.cat([conf_y, solo["accepted"][:, 0][keep]])
+        first = torch.cat([first, solo["accepted"][:, 0][keep]])
+    weights = decay ** torch.arange(lab.shape[1], dtype=ce.dtype)
+    ce_loss = (weights * per_pos).sum() / weights.sum()
+    conf_loss = F.binary_cross_entropy_with_logits(conf_z, conf_y.float())
     total = ce_loss + conf_weight * conf_loss
-    first = out["accepted"][:, 0][inside[:, 0]].float().mean()
-    parts = {"ce": ce_loss.item(), "conf": conf_loss.item(), "acc1": first.item()}
+    parts = {"ce": ce_loss.item(), "conf": conf_loss.item(), "acc1": first.float().mean().item()}
     return total, parts

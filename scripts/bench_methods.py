@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import time
 from pathlib import Path
 
@@ -40,9 +41,12 @@ DEFAULT_METHODS = ["pld", "racer", "logitspec", "recycling", "rest", "lookahead"
 
 
 def contender(spec: str, target):
-    """``racer@capacity=16+scheduler=confidence`` -> (drafter, scheduler) with those overrides."""
+    """``racer@capacity=16+scheduler=confidence`` -> (drafter, scheduler) with those overrides.
+
+    Environment variables in the overrides (``checkpoint=$C/dspark.pt``, quoted in the shell)
+    are expanded here, so the table names the contender without a machine path."""
     method, _, rest = spec.partition("@")
-    overrides = [o for o in rest.split("+") if o]
+    overrides = [os.path.expandvars(o) for o in rest.split("+") if o]
     return method_setup(method, target, overrides)
 
 

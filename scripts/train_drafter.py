@@ -108,6 +108,8 @@ class HeadConfig:
     markov_gate: bool = True
     block_input: Literal["normed", "concat", "sum"] = "normed"
     block_decay: PositiveFloat = 0.8
+    block_causal: bool = False
+    root_anchors: NonNegativeInt | None = 0
     anchors: PositiveInt = 96
     conf_weight: NonNegativeFloat = 0.5
 
@@ -271,7 +273,8 @@ def build_head(cfg: DictConfig, target: HFTarget, draft_ids: torch.Tensor, feat_
         config = dspark_config(
             hidden, feat_size, target.vocab_size, block_size=cfg.head.block_size,
             num_layers=cfg.head.block_layers, markov_rank=cfg.head.markov_rank,
-            markov_gate=cfg.head.markov_gate, block_input=cfg.head.block_input, **common,
+            markov_gate=cfg.head.markov_gate, block_input=cfg.head.block_input,
+            causal=cfg.head.block_causal, **common,
         )  # fmt: skip
         head = DSparkHead(config, draft_ids)
     head.embed_tokens.weight.data.copy_(target.model.get_input_embeddings().weight.float().cpu())
@@ -300,8 +303,13 @@ def step_loss(
     roots = anchors(sample, cfg.head.anchors, rng)
     if not len(roots):
         return feats.new_zeros((), requires_grad=True), {}
-    return dspark_loss(head, feats, sample.ids, sample.labels, roots,
-                       decay=cfg.head.block_decay, conf_weight=cfg.head.conf_weight)  # fmt: skip
+    solo = None
+    if cfg.head.root_anchors != 0:  # one-row blocks at other answer positions (null = all)
+        rest = sorted(set(anchors(sample, None, rng).tolist()) - set(roots.tolist()))
+        count = len(rest) if cfg.head.root_anchors is None else cfg.head.root_anchors
+        solo = torch.tensor(sorted(rng.sample(rest, min(count, len(rest)))), dtype=torch.long)
+    return dspark_loss(head, feats, sample.ids, sample.labels, roots, decay=cfg.head.block_decay,
+                       conf_weight=cfg.head.conf_weight, root_anchors=solo)  # fmt: skip
 
 
 def make_samples(

@@ -186,3 +186,30 @@ def test_concat_block_inputs_start_as_the_normed_sum_and_learn_their_own_mix() -
     assert torch.allclose(rows, 2 * token + last[:, None], atol=1e-5)
     with pytest.raises(ValueError, match="block_input"):
         dspark_config(H, F, V, block_input="mean")
+
+
+def test_causal_head_trains_one_row_blocks_equal_to_row_0_of_its_drafting_block() -> None:
+    """A causal head's row k reads rows 0..k only: drafting and training blocks agree, a
+    one-row block equals row 0 of a full one, and root anchors add first-position examples."""
+    torch.manual_seed(0)
+    cfg = dspark_config(H, F, V, block_size=G, num_layers=2, num_heads=4, markov_rank=R,
+                        causal=True)  # fmt: skip
+    head = DSparkHead(cfg, DRAFT_IDS)
+    n = 12
+    feats, ids = torch.randn(n, F), torch.randint(0, V, (n,))
+    labels = torch.where(ids % 2 == 0, ids // 2, torch.full_like(ids, -100))
+    anchors = torch.tensor([3, 6])
+    full = block_outputs(head, feats, ids, labels, anchors)
+    solo = block_outputs(head, feats, ids, labels, anchors, size=1)
+    assert torch.allclose(solo["logits"][:, 0], full["logits"][:, 0], atol=1e-5)
+    c, ctx = head.context(feats[:6], torch.arange(6))
+    h = head.draft_block(int(ids[6]), c[-1], ctx, 6, G)
+    assert torch.allclose(head.draft_block(int(ids[6]), c[-1], ctx, 6, 2), h[:2], atol=1e-5)
+    bias, _ = head.markov(ids[6 : 6 + G].clamp_max(V - 1), h)
+    assert torch.allclose(full["logits"][1], head.base_logits(h) + bias, atol=1e-5)
+    plain, _ = dspark_loss(head, feats, ids, labels, anchors)
+    more, parts = dspark_loss(head, feats, ids, labels, anchors, root_anchors=torch.tensor([4, 8]))
+    assert not torch.isclose(plain, more) and 0.0 <= parts["acc1"] <= 1.0
+    bidirectional = DSparkHead({**cfg, "causal": False}, DRAFT_IDS)
+    with pytest.raises(ValueError, match="causal"):
+        dspark_loss(bidirectional, feats, ids, labels, anchors, root_anchors=torch.tensor([4]))
