@@ -26,7 +26,9 @@ Scaled down for a CPU (and our own design where the paper gives no detail):
   ``fc``) instead of a multi-layer DFlash model; block size 6 instead of 16; Markov rank 128
   (paper ~256) over a draft vocabulary of the most frequent distillation tokens; every block
   row also reads the context vector of the last committed position (an EAGLE-like shortcut
-  that makes the first position easy to learn from little data);
+  that makes the first position easy to learn from little data); the rows attend to each
+  other bidirectionally as in DFlash, or causally (``head.block_causal``: row k reads rows
+  0..k, which lets training add one-row blocks for the first position);
 * the confidence head trains beside the drafter on detached states (BCE on the teacher-forced
   argmax matching the target's token); the temperatures are fitted once, after training,
   on held-out sequences (grid 0.1..10 per position);
@@ -70,7 +72,8 @@ class DSparkDrafter:
     """Block backbone + Markov head drafting a survival-ranked tree, scored per node."""
 
     name: ClassVar[str] = "dspark"
-    version: ClassVar[str] = "2"  # 2: normed block inputs (checkpoints of 1 still load)
+    # 2: normed block inputs (checkpoints of 1 still load); 3: causal and concat-input heads
+    version: ClassVar[str] = "3"
 
     def __init__(
         self,
