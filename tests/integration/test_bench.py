@@ -57,3 +57,14 @@ def test_method_setup_routes_scheduler_overrides(tiny_target):
                "racer": loop_runner(tiny_target, drafter, 16, scheduler)}  # fmt: skip
     tallies = interleave(runners, [list(TINY_PROMPTS[0])], progress=False)
     assert identical_count(tallies["racer"], tallies["ar"]) == 1
+
+
+def test_contender_specs_expand_environment_variables(tiny_target, monkeypatch):
+    """``'racer@max_breadth=$BREADTH'`` builds the drafter from the variable's value (the table keeps
+    the spec as written, so it names no machine path)."""
+    from tests.scripts import load_script
+
+    bench_methods = load_script("bench_methods")
+    monkeypatch.setenv("BREADTH", "3")
+    drafter, _ = bench_methods.contender("racer@max_breadth=$BREADTH", tiny_target)
+    assert drafter.max_breadth == 3
