@@ -60,8 +60,8 @@ def test_method_setup_routes_scheduler_overrides(tiny_target):
 
 
 def test_contender_specs_expand_environment_variables(tiny_target, monkeypatch):
-    """``'racer@max_breadth=$BREADTH'`` builds the drafter from the variable's value (the table keeps
-    the spec as written, so it names no machine path)."""
+    """``'racer@max_breadth=$BREADTH'`` builds the drafter from the variable's value (the
+    table keeps the spec as written, so it names no machine path)."""
     from tests.scripts import load_script
 
     bench_methods = load_script("bench_methods")
