@@ -22,8 +22,9 @@ Followed from the paper:
 
 Scaled down for a CPU (and our own design where the paper gives no detail):
 
-* the backbone is 1-2 small layers on the target's fused low/mid/high features (EAGLE-3's
-  ``fc``) instead of a multi-layer DFlash model; block size 6 instead of 16; Markov rank 128
+* the backbone is one small layer (two before version 3; ``head.block_layers``) on the
+  target's fused low/mid/high features (EAGLE-3's ``fc``) instead of a multi-layer DFlash
+  model; block size 4 (training default; drafting caps 6) instead of 16; Markov rank 128
   (paper ~256) over a draft vocabulary of the most frequent distillation tokens; every block
   row also reads the context vector of the last committed position (an EAGLE-like shortcut
   that makes the first position easy to learn from little data); the rows attend to each

@@ -103,7 +103,7 @@ class HeadConfig:
     feature_layers: list[NonNegativeInt] | None = None
     ttt_steps: PositiveInt = 3
     block_size: PositiveInt = 4
-    block_layers: PositiveInt = 2
+    block_layers: PositiveInt = 1
     markov_rank: PositiveInt = 128
     markov_gate: bool = True
     block_input: Literal["normed", "concat", "sum"] = "normed"
