@@ -350,7 +350,7 @@ def depth1_logits(kind: str, head: Any, sample: Sample) -> tuple[torch.Tensor, t
     feats, first, n = sample.feats.float(), sample.prompt_len, len(sample.ids)
     roots = torch.arange(first, n - 1)
     if kind == "medusa":  # head 0 at position t - 1 predicts t + 1 (it never sees the root)
-        logits = head(feats)[0][roots - 1]
+        logits = head.lm_head(head.blocks[0](feats[roots - 1]))
     elif kind == "eagle3":  # pair t - 1 = (feats[t - 1], ids[t]) predicts t + 1
         logits = eagle3_step_logits(head, feats, sample.ids, 1)[0][roots - 1]
     else:
