@@ -20,6 +20,7 @@ from typing import Any
 import torch
 
 from racer_bench.distill_prompts import DistillPrompt
+from racer_bench.errors import ConfigError
 
 
 def render(tokenizer: Any, prompt: DistillPrompt) -> list[int]:
@@ -94,12 +95,15 @@ def _cut_at_eos(row: list[int], eos_ids: set[int]) -> list[int]:
 
 def build_dataset(
     target: Any, prompts: list[DistillPrompt], max_new_tokens: int, batch_size: int,
-    cache: Path, progress: bool = True, generate: bool = True,
+    cache: Path, progress: bool = True, generate: bool = True, shard: tuple[int, int] = (0, 1),
 ) -> dict[str, Any]:  # fmt: skip
     """Generate what the cache lacks (appending after every batch), then assemble the dataset.
 
-    With ``generate=False`` nothing is generated: the dataset holds only the prompts the cache
-    already has (to train on a cache that another process is still filling).
+    With ``generate=False`` nothing is generated. ``shard=(i, n)`` generates only the missing
+    prompts whose key hashes to i modulo n, so n processes (one thread each, faster on a CPU
+    than one process with n threads) split the work the same way whenever they start. The dataset holds
+    the prompts the cache has when generation ends (all of them unless generation was off or
+    another shard is still running).
 
     Returns ``sequences`` (prompt + continuation ids), ``prompt_lens``, ``sources``, ``keys``
     in prompt order, plus ``generated`` (continuations made by this call).
@@ -111,10 +115,12 @@ def build_dataset(
     done = read_cache(cache)
     todo = sorted({k: i for i, k in enumerate(keys) if k not in done}.values(),
                   key=lambda i: len(ids[i]))  # fmt: skip  # similar lengths: less padding
-    if not generate:
-        have = [i for i, k in enumerate(keys) if k in done]
-        prompts = [prompts[i] for i in have]
-        ids, keys, todo = [ids[i] for i in have], [keys[i] for i in have], []
+    index, count = shard
+    if not 0 <= index < count:
+        raise ConfigError(
+            f"data.shard_index: {index} is not in 0..{count - 1} (data.shard_count={count})"
+        )
+    todo = [i for i in todo if int(keys[i], 16) % count == index] if generate else []
     batches = [todo[i : i + batch_size] for i in range(0, len(todo), batch_size)]
     for batch in tqdm(batches, desc="distill", unit="batch", disable=not progress):
         outs = greedy_continuations(
@@ -124,6 +130,9 @@ def build_dataset(
                  "new_ids": new} for i, new in zip(batch, outs, strict=True)]  # fmt: skip
         append_cache(cache, rows)
         done.update((r["key"], r) for r in rows)
+    done.update((k, r) for k, r in read_cache(cache).items() if k not in done)  # other shards
+    have = [i for i, k in enumerate(keys) if k in done]
+    prompts, ids, keys = [prompts[i] for i in have], [ids[i] for i in have], [keys[i] for i in have]
     return {
         "sequences": [ids[i] + done[k]["new_ids"] for i, k in enumerate(keys)],
         "prompt_lens": [len(x) for x in ids],

@@ -89,6 +89,8 @@ class DataConfig:
     batch_size: PositiveInt = 32
     holdout: Probability = 0.05
     generate: bool = True
+    shard_index: NonNegativeInt = 0
+    shard_count: PositiveInt = 1
 
 
 @dataclass
@@ -164,7 +166,8 @@ def dataset(cfg: DictConfig, target: HFTarget) -> dict[str, Any]:
     prompts = distill_prompts(sources)  # type: ignore[arg-type]
     t0 = time.time()
     data = build_dataset(target, prompts, cfg.data.max_new_tokens, cfg.data.batch_size,
-                         Path(cfg.data.cache).expanduser(), generate=cfg.data.generate)  # fmt: skip
+                         Path(cfg.data.cache).expanduser(), generate=cfg.data.generate,
+                         shard=(cfg.data.shard_index, cfg.data.shard_count))  # fmt: skip
     data["wall_s"] = time.time() - t0
     return data
 

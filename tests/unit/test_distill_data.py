@@ -88,3 +88,17 @@ def test_without_generation_only_cached_prompts_are_used(tmp_path, tiny_target) 
     assert len(data["sequences"]) == len(data["keys"]) == len(data["prompt_lens"]) == 2
     assert data["sources"] == ["code", "code"]
     assert data["sequences"][1][: data["prompt_lens"][1]] == render(tiny_target.tokenizer, wider[1])
+
+
+def test_shards_split_the_missing_prompts_and_fill_one_cache(tmp_path, tiny_target) -> None:
+    """Shards generate disjoint parts, in any order; together they equal one unsharded build."""
+    prompts = distill_prompts({"code": 4, "chat": 4})
+    cache = tmp_path / "distill.jsonl"
+    second = build_dataset(tiny_target, prompts, 8, 2, cache, progress=False, shard=(1, 2))
+    first = build_dataset(tiny_target, prompts, 8, 2, cache, progress=False, shard=(0, 2))
+    assert 0 < second["generated"] < 8 and first["generated"] + second["generated"] == 8
+    assert len(second["keys"]) == second["generated"] and len(read_cache(cache)) == 8
+    whole = build_dataset(tiny_target, prompts, 8, 2, tmp_path / "one.jsonl", progress=False)
+    assert first["keys"] == whole["keys"] and first["sequences"] == whole["sequences"]
+    with pytest.raises(ConfigError, match="data.shard_index"):
+        build_dataset(tiny_target, prompts, 8, 2, cache, progress=False, shard=(2, 2))
