@@ -101,9 +101,9 @@ def build_dataset(
 
     With ``generate=False`` nothing is generated. ``shard=(i, n)`` generates only the missing
     prompts whose key hashes to i modulo n, so n processes (one thread each, faster on a CPU
-    than one process with n threads) split the work the same way whenever they start. The dataset holds
-    the prompts the cache has when generation ends (all of them unless generation was off or
-    another shard is still running).
+    than one process with n threads) split the work the same way whenever they start. The
+    dataset holds the prompts the cache has when generation ends (all of them unless generation
+    was off or another shard is still running).
 
     Returns ``sequences`` (prompt + continuation ids), ``prompt_lens``, ``sources``, ``keys``
     in prompt order, plus ``generated`` (continuations made by this call).

@@ -100,5 +100,5 @@ def test_shards_split_the_missing_prompts_and_fill_one_cache(tmp_path, tiny_targ
     assert len(second["keys"]) == second["generated"] and len(read_cache(cache)) == 8
     whole = build_dataset(tiny_target, prompts, 8, 2, tmp_path / "one.jsonl", progress=False)
     assert first["keys"] == whole["keys"] and first["sequences"] == whole["sequences"]
-    with pytest.raises(ConfigError, match="data.shard_index"):
+    with pytest.raises(ConfigError, match=r"data\.shard_index"):
         build_dataset(tiny_target, prompts, 8, 2, cache, progress=False, shard=(2, 2))
