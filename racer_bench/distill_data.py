@@ -110,16 +110,16 @@ def build_dataset(
     """
     from tqdm import tqdm
 
-    ids = [render(target.tokenizer, p) for p in prompts]
-    keys = [cache_key(target.name, max_new_tokens, x) for x in ids]
-    done = read_cache(cache)
-    todo = sorted({k: i for i, k in enumerate(keys) if k not in done}.values(),
-                  key=lambda i: len(ids[i]))  # fmt: skip  # similar lengths: less padding
     index, count = shard
     if not 0 <= index < count:
         raise ConfigError(
             f"data.shard_index: {index} is not in 0..{count - 1} (data.shard_count={count})"
         )
+    ids = [render(target.tokenizer, p) for p in prompts]
+    keys = [cache_key(target.name, max_new_tokens, x) for x in ids]
+    done = read_cache(cache)
+    todo = sorted({k: i for i, k in enumerate(keys) if k not in done}.values(),
+                  key=lambda i: len(ids[i]))  # fmt: skip  # similar lengths: less padding
     todo = [i for i in todo if int(keys[i], 16) % count == index] if generate else []
     batches = [todo[i : i + batch_size] for i in range(0, len(todo), batch_size)]
     for batch in tqdm(batches, desc="distill", unit="batch", disable=not progress):
@@ -130,7 +130,8 @@ def build_dataset(
                  "new_ids": new} for i, new in zip(batch, outs, strict=True)]  # fmt: skip
         append_cache(cache, rows)
         done.update((r["key"], r) for r in rows)
-    done.update((k, r) for k, r in read_cache(cache).items() if k not in done)  # other shards
+    if count > 1 and generate:  # rows other shards appended meanwhile
+        done.update((k, r) for k, r in read_cache(cache).items() if k not in done)
     have = [i for i, k in enumerate(keys) if k in done]
     prompts, ids, keys = [prompts[i] for i in have], [ids[i] for i in have], [keys[i] for i in have]
     return {
