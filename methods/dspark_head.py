@@ -259,6 +259,24 @@ class DSparkHead(nn.Module):
         return self.confidence(torch.cat([h, m], -1))[:, 0]
 
 
+def pass_last_feature(head: DSparkHead) -> None:
+    """Start a fresh head where the target's LM head already works (Medusa's trick).
+
+    ``fc`` copies the last listed feature layer (the others start at zero) and every layer's
+    output projections (``o_proj``, ``down_proj``) start at zero, so an untrained block is the
+    identity on its rows: row 0 reads ``ctx_norm(feature[t - 1]) + root`` through the target's
+    LM head rows. Training then learns the shift to the next position instead of learning the
+    feature-to-vocabulary map from a random ``fc``.
+    """
+    h = head.cfg["hidden_size"]
+    with torch.no_grad():
+        head.fc.weight.zero_()
+        head.fc.weight[:, -h:] = torch.eye(h)
+        for layer in head.layers:
+            layer.self_attn.o_proj.weight.zero_()
+            layer.down_proj.weight.zero_()
+
+
 def acceptance_scores(logits: torch.Tensor, conf: torch.Tensor) -> torch.Tensor:
     """Predicted conditional acceptance of every candidate token, FloatTensor[N, Vd].
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import shutil
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -89,11 +90,26 @@ def cached_gguf(gguf_path: Path, cache_dir: Path) -> Path:
     model.hf_quantizer = None
     if hasattr(model.config, "quantization_config"):
         del model.config.quantization_config
-    tmp = cache_dir.with_name(cache_dir.name + ".tmp")
+    # One temporary folder per process: two processes started together (say, two data
+    # builders) both dequantize, and the first rename wins; the other drops its copy.
+    tmp = cache_dir.with_name(f"{cache_dir.name}.tmp{os.getpid()}")
     model.save_pretrained(tmp)
     tokenizer.save_pretrained(tmp)
-    tmp.rename(cache_dir)  # atomic: a half-written cache is never picked up
+    publish_folder(tmp, cache_dir)
     return cache_dir
+
+
+def publish_folder(tmp: Path, dest: Path) -> None:
+    """Rename a finished folder into place; if another process already did, drop ours.
+
+    The rename is atomic, so a half-written cache is never picked up.
+    """
+    try:
+        tmp.rename(dest)
+    except OSError:
+        if not dest.is_dir() or not any(dest.iterdir()):
+            raise
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def package_file(package: str, filename: str, install_hint: str) -> Path:

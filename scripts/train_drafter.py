@@ -37,7 +37,13 @@ from omegaconf import DictConfig, OmegaConf
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from methods.calibration import expected_calibration_error, sequential_temperatures, survival
-from methods.dspark_head import DSparkHead, block_outputs, dspark_config, dspark_loss
+from methods.dspark_head import (
+    DSparkHead,
+    block_outputs,
+    dspark_config,
+    dspark_loss,
+    pass_last_feature,
+)
 from methods.heads import (
     Eagle3Head,
     MedusaHeads,
@@ -114,6 +120,7 @@ class HeadConfig:
     root_anchors: NonNegativeInt | None = 0
     anchors: PositiveInt = 96
     conf_weight: NonNegativeFloat = 0.5
+    init: Literal["random", "pass_last"] = "random"
 
 
 @dataclass
@@ -280,6 +287,8 @@ def build_head(cfg: DictConfig, target: HFTarget, draft_ids: torch.Tensor, feat_
             causal=cfg.head.block_causal, **common,
         )  # fmt: skip
         head = DSparkHead(config, draft_ids)
+        if cfg.head.init == "pass_last":
+            pass_last_feature(head)
     head.embed_tokens.weight.data.copy_(target.model.get_input_embeddings().weight.float().cpu())
     head.lm_head.weight.data.copy_(lm[draft_ids])
     return head, config

@@ -12,6 +12,7 @@ from methods.dspark_head import (
     block_outputs,
     dspark_config,
     dspark_loss,
+    pass_last_feature,
 )
 from racer_bench.engine.sampling import SamplingVerifier
 from racer_bench.engine.structs import DraftContext
@@ -213,3 +214,26 @@ def test_causal_head_trains_one_row_blocks_equal_to_row_0_of_its_drafting_block(
     bidirectional = DSparkHead({**cfg, "causal": False}, DRAFT_IDS)
     with pytest.raises(ValueError, match="causal"):
         dspark_loss(bidirectional, feats, ids, labels, anchors, root_anchors=torch.tensor([4]))
+
+
+def test_pass_last_init_makes_an_untrained_block_read_the_last_feature_layer() -> None:
+    """``pass_last_feature``: the context vector is the normed last feature slice and every
+    layer is the identity, so row k's state is norm(input row k); training still moves it."""
+    torch.manual_seed(0)
+    cfg = dspark_config(H, F, V, block_size=G, num_layers=2, num_heads=4, markov_rank=R)
+    head = DSparkHead(cfg, DRAFT_IDS)
+    pass_last_feature(head)
+    n = 9
+    feats = torch.randn(n, F)
+    c, ctx = head.context(feats, torch.arange(n))
+    assert torch.allclose(c, head.ctx_norm(feats[:, -H:]), atol=1e-5)
+    feats[:, : F - H] = torch.randn(n, F - H)  # the other layers do not matter yet
+    assert torch.allclose(head.context(feats, torch.arange(n))[0], c, atol=1e-5)
+    x = head.block_inputs(torch.tensor([3]), c[-1:], G)[0]
+    assert torch.allclose(head.draft_block(3, c[-1], ctx, n, G), head.norm(x), atol=1e-5)
+    ids = torch.randint(0, V, (n,))
+    labels = torch.where(ids % 2 == 0, ids // 2, torch.full_like(ids, -100))
+    loss, _ = dspark_loss(head, feats, ids, labels, torch.tensor([2, 5]))
+    loss.backward()
+    assert head.layers[0].down_proj.weight.grad.abs().sum() > 0
+    assert head.layers[0].self_attn.o_proj.weight.grad.abs().sum() > 0
