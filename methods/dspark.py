@@ -30,6 +30,10 @@ Scaled down for a CPU (and our own design where the paper gives no detail):
   that makes the first position easy to learn from little data); the rows attend to each
   other bidirectionally as in DFlash, or causally (``head.block_causal``: row k reads rows
   0..k, which lets training add one-row blocks for the first position);
+* a fresh head starts as the identity on the target's last feature layer (``head.init`` =
+  ``pass_last``, Medusa's zero-initialised-residual idea; :func:`methods.dspark_head.
+  pass_last_feature`), which gave more accepted tokens per step than a random ``fc`` in the
+  same training minutes (docs/model_drafters.md);
 * the confidence head trains beside the drafter on detached states (BCE on the teacher-forced
   argmax matching the target's token); the temperatures are fitted once, after training,
   on held-out sequences (grid 0.1..10 per position);

@@ -120,7 +120,7 @@ class HeadConfig:
     root_anchors: NonNegativeInt | None = 0
     anchors: PositiveInt = 96
     conf_weight: NonNegativeFloat = 0.5
-    init: Literal["random", "pass_last"] = "random"
+    init: Literal["random", "pass_last"] = "pass_last"
 
 
 @dataclass
