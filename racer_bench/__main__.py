@@ -1,3 +1,4 @@
 from racer_bench.cli import main
 
-main()
+if __name__ == "__main__":  # vLLM's engine processes re-import the main module
+    main()

@@ -17,12 +17,12 @@ from omegaconf import DictConfig
 
 from racer_bench import runlock
 from racer_bench.analysis import records as R
-from racer_bench.analysis.report import print_summary
+from racer_bench.analysis.report import print_batch_summary, print_summary
 from racer_bench.errors import ConfigError, RunStopped, find_config_error
 
 CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
-GROUPS = ("model", "method", "verifier", "scheduler", "task", "logger", "experiment", "sweep",
-          "debug")  # fmt: skip
+GROUPS = ("backend", "model", "method", "verifier", "scheduler", "task", "logger", "experiment",
+          "sweep", "debug")  # fmt: skip
 
 
 def check_group_choices(argv: list[str], conf_dir: Path = CONF_DIR) -> None:
@@ -97,12 +97,9 @@ def _fail(message: object, status: int) -> None:
 
 @hydra.main(config_path=str(CONF_DIR), config_name="config", version_base="1.3")
 def _hydra_main(cfg: DictConfig) -> float | None:
-    from racer_bench.runner import run
-
     hydra_cfg = HydraConfig.get()
     try:
-        summary = run(cfg, Path(hydra_cfg.runtime.output_dir), _choices(),
-                      overrides=list(hydra_cfg.overrides.task))  # fmt: skip
+        summary = _run(cfg, Path(hydra_cfg.runtime.output_dir), list(hydra_cfg.overrides.task))
     except RunStopped as stop:
         _fail(stop, stop.exit_status)
     except Exception as error:
@@ -110,9 +107,23 @@ def _hydra_main(cfg: DictConfig) -> float | None:
         if config_error is None:
             raise
         _fail(config_error, 2)
-    print_summary(summary)
+    if summary.get("backend") == "vllm":
+        print_batch_summary(summary)
+    else:
+        print_summary(summary)
     print(f"run folder: {summary['run_dir']}")
     return summary.get("speedup")  # the headline, for Hydra sweepers that optimise
+
+
+def _run(cfg: DictConfig, run_dir: Path, overrides: list[str]) -> dict[str, Any]:
+    """The run on the configured backend (vLLM is imported only when asked for)."""
+    if cfg.get("backend", {}).get("name") == "vllm":
+        from racer_bench.vllm_backend.run import run as run_vllm
+
+        return run_vllm(cfg, run_dir, _choices())
+    from racer_bench.runner import run
+
+    return run(cfg, run_dir, _choices(), overrides=overrides)
 
 
 def main() -> None:

@@ -31,6 +31,7 @@ from racer_bench.engine.verify import GreedyVerifier, Verifier
 from racer_bench.errors import ConfigError, RunStopped, find_config_error
 from racer_bench.schema import Instantiable, NonNegativeInt, PositiveInt, Seed, check
 from racer_bench.tasks.base import Prompt, Task
+from racer_bench.vllm_backend.config import BackendConfig
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 PROFILE_FILE = "cost_profile.json"
@@ -93,6 +94,7 @@ class RunConfig:
     task: Instantiable = field(default_factory=dict)
     scheduler: Instantiable = field(default_factory=dict)
     logger: LoggerConfig = field(default_factory=LoggerConfig)
+    backend: BackendConfig = field(default_factory=BackendConfig)
     paths: PathsConfig = field(default_factory=PathsConfig)
     # conf/experiment/racer_ablation.yaml: the variant and the method keys of each variant
     ablation: str | None = None
@@ -152,6 +154,7 @@ def build(cfg: DictConfig) -> Setup:
     target.set_engine(cfg.get("engine", "auto"))
     verifier: Verifier = construct(cfg.verifier, "verifier")
     drafter = construct(cfg.method, "method", vocab_size=target.vocab_size)
+    check_native(drafter, cfg)
     profile = cost_profile(cfg, target, drafter)
     method = Mode("method", drafter, verifier, make_scheduler(cfg, profile))
     modes = [method]
@@ -165,6 +168,14 @@ def build(cfg: DictConfig) -> Setup:
     gc.freeze()  # model objects never die: keep full collections from pausing decode steps
     options = LoopOptions(max_draft=cfg.max_draft)
     return Setup(cfg, target, task, modes, options, max_new, profile)
+
+
+def check_native(drafter: Drafter, cfg: DictConfig) -> None:
+    """Refuse a method that runs only inside another engine (vLLM's own proposers)."""
+    backends = getattr(drafter, "backends", ("native",))
+    if "native" not in backends:
+        method = cfg.method.get("method", type(drafter).__name__)
+        raise ConfigError(f"method: vLLM's own proposer ({method}) runs only with backend=vllm")
 
 
 def cost_profile(cfg: DictConfig, target: HFTarget, drafter: Drafter) -> CostProfile | None:

@@ -116,6 +116,24 @@ def retrieval_accept_share(records: Sequence[Record], mode: str = "method") -> f
     return retrieved / accepted if accepted else float("nan")
 
 
+def acceptance_at_least(records: Sequence[Record], mode: str = "method",
+                        depth: int = 5) -> list[float]:  # fmt: skip
+    """Per-position acceptance: for k = 1..depth, the share of the steps that verified a draft
+    which accepted at least k drafted tokens (vLLM's ``acceptance at position k - 1``: both
+    divide by the drafting steps, so steps without a draft count in neither)."""
+    accepted = [
+        a
+        for r in records
+        for d, a in zip(
+            step_column(r, mode, "n_draft"), step_column(r, mode, "n_accepted"), strict=False
+        )
+        if d > 0
+    ]
+    if not accepted:
+        return [float("nan")] * depth
+    return [sum(a >= k for a in accepted) / len(accepted) for k in range(1, depth + 1)]
+
+
 def draft_efficiency(records: Sequence[Record], mode: str = "method") -> float:
     """Accepted draft nodes / drafted nodes."""
     drafted = sum(sum(step_column(r, mode, "n_draft")) for r in records)

@@ -56,3 +56,32 @@ def print_summary(summary: dict[str, Any]) -> None:
             f"divergence {fmt(summary['divergence'], '{:.1%}')}, "
             f"accuracy delta {fmt(summary.get('accuracy_delta'), '{:+.3f}')}"
         )
+
+
+BATCH_COLUMNS = [
+    ("baseline_tokens_per_s", "AR tok/s", "{:.2f}"),
+    ("tokens_per_s", "method tok/s", "{:.2f}"),
+    ("speedup", "speedup", "{:.2f}x"),
+    ("mat", "MAT", "{:.2f}"),
+]
+
+
+def batch_table(summary: dict[str, Any]) -> Table:
+    """One row per batch size (``backend=vllm`` runs): AR and method tok/s, speedup, MAT."""
+    table = Table(title=f"{summary.get('label') or 'method'} in vLLM, {summary.get('n_prompts', 0)}"
+                  " prompts per batch size")  # fmt: skip
+    table.add_column("batch", justify="right")
+    for _, label, _ in BATCH_COLUMNS:
+        table.add_column(label, justify="right")
+    table.add_column("identical", justify="right")
+    for size, block in summary.get("by_batch", {}).items():
+        n = block.get("n_prompts", 0)
+        identical = block.get("identical")
+        cells = [fmt(block.get(key), pattern) for key, _, pattern in BATCH_COLUMNS]
+        cells.append("-" if identical is None else f"{round(identical * n)}/{n}")
+        table.add_row(str(size), *cells)
+    return table
+
+
+def print_batch_summary(summary: dict[str, Any]) -> None:
+    Console(width=max(Console().width, 120)).print(batch_table(summary))

@@ -1,0 +1,13 @@
+"""The vLLM backend: the same drafters and tasks inside vLLM's engine, at any batch size.
+
+Beside :mod:`racer_bench.engine` (the native batch-1 loop), nothing here is imported by the
+engine, and only :mod:`racer_bench.vllm_backend.run` and :mod:`.plugin` import vLLM itself, so
+the pure parts (chain projection, per-request drafter state) are tested without it.
+
+* :mod:`.chains` -- a draft tree projected onto the chain vLLM verifies.
+* :mod:`.adapter` -- one drafter state per vLLM request id, fed the tokens vLLM committed.
+* :mod:`.proposer` -- the ``custom_class`` proposer vLLM constructs in its worker.
+* :mod:`.plugin` -- a vLLM general plugin that hands the proposer the request ids and the
+  target's top-k at the verified positions (vLLM's ``custom_class`` call passes neither).
+* :mod:`.run` -- builds ``vllm.LLM`` engines and runs a task at each batch size.
+"""

@@ -1,0 +1,33 @@
+"""``conf/backend``: which engine runs a benchmark, and the vLLM engine's settings."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Annotated, Literal
+
+from annotated_types import Interval
+
+from racer_bench.schema import NonNegativeInt, PositiveInt
+
+
+@dataclass
+class BackendConfig:
+    """Schema of ``conf/backend/*.yaml``.
+
+    ``native`` is the harness's own batch-1 loop; ``vllm`` runs the same method and task inside
+    vLLM at each of ``batch_sizes``. The other keys only apply to ``vllm``.
+    """
+
+    name: Literal["native", "vllm"] = "native"
+    batch_sizes: list[PositiveInt] = field(default_factory=lambda: [1])
+    num_speculative_tokens: PositiveInt = 5  # draft chain length; vLLM verifies chains only
+    max_model_len: PositiveInt = 4096
+    kv_cache_gib: PositiveInt = 2  # VLLM_CPU_KVCACHE_SPACE per engine (two engines run)
+    threads_bind: str = "auto"  # VLLM_CPU_OMP_THREADS_BIND: auto | nobind | "0-1" ...
+    reserved_cpus: NonNegativeInt | None = None  # VLLM_CPU_NUM_OF_RESERVED_CPU (None: vLLM's)
+    preload_iomp: bool = True  # LD_PRELOAD Intel OpenMP for the engine (vLLM's CPU advice)
+    enforce_eager: bool = True
+    tensor_parallel_size: PositiveInt = 1  # GPUs per engine
+    gpu_memory_utilization: Annotated[float, Interval(gt=0, le=1)] = (
+        0.4  # per engine on a GPU (two engines share it)
+    )

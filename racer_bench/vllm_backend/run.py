@@ -1,0 +1,356 @@
+"""``backend=vllm``: AR and the method inside vLLM, interleaved per batch, at each batch size.
+
+Two engines are built from the same model folder: vLLM without speculation (the baseline) and
+vLLM with the method (our drafter through ``custom_class`` and :mod:`.plugin`, or one of vLLM's
+own proposers). For each batch size the prompts are cut into batches of that size and every
+batch runs on both engines back to back, the order alternating, so machine noise hits both
+alike. Each (prompt, batch size) becomes one line of ``prompts.jsonl`` in the native record
+shape (:mod:`.records`), so the same metrics, summaries and tables serve both backends.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+from tqdm.auto import tqdm
+
+from racer_bench import runlock
+from racer_bench.analysis import records as R
+from racer_bench.engine.drafter import Drafter
+from racer_bench.errors import ConfigError
+from racer_bench.tasks.base import Prompt, Task
+from racer_bench.vllm_backend import records as V
+from racer_bench.vllm_backend.peers import VllmBuiltin
+from racer_bench.vllm_backend.proposer import CLASS_PATH, SPEC_ENV
+from racer_bench.vllm_backend.summary import summarize_batches
+
+STEP_LOG = "proposer_steps.jsonl"
+
+
+def iomp_library() -> Path | None:
+    """Intel OpenMP shipped with vLLM's CPU wheel (``intel-openmp``), if present."""
+    path = Path(sys.prefix) / "lib" / "libiomp5.so"
+    return path if path.exists() else None
+
+
+def engine_env(backend: DictConfig, spec_json: str | None) -> dict[str, str]:
+    """Environment of the engine processes vLLM spawns (recorded in the manifest)."""
+    env = {"VLLM_CPU_KVCACHE_SPACE": str(backend.kv_cache_gib),
+           "VLLM_CPU_OMP_THREADS_BIND": str(backend.threads_bind)}  # fmt: skip
+    if backend.reserved_cpus is not None:
+        env["VLLM_CPU_NUM_OF_RESERVED_CPU"] = str(backend.reserved_cpus)
+    iomp = iomp_library() if backend.preload_iomp else None
+    if iomp is not None:
+        env["LD_PRELOAD"] = " ".join(filter(None, [os.environ.get("LD_PRELOAD"), str(iomp)]))
+    if spec_json is not None:
+        env[SPEC_ENV] = spec_json
+    return env
+
+
+@contextmanager
+def environment(values: dict[str, str]) -> Iterator[None]:
+    """Set variables while vLLM spawns its processes, then restore ours."""
+    saved = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for key, old in saved.items():
+            if old is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = old
+
+
+def make_llm(model_path: str, backend: DictConfig, dtype: str, seed: int,
+             speculative: dict[str, Any] | None) -> Any:  # fmt: skip
+    """One ``vllm.LLM`` (its engine runs in processes of its own)."""
+    import torch
+    from vllm import LLM
+
+    kwargs: dict[str, Any] = {
+        "model": model_path, "dtype": dtype, "seed": seed, "enforce_eager": backend.enforce_eager,
+        "max_model_len": backend.max_model_len, "disable_log_stats": False,
+        "tensor_parallel_size": backend.tensor_parallel_size,
+    }  # fmt: skip
+    if torch.cuda.is_available():
+        kwargs["gpu_memory_utilization"] = backend.gpu_memory_utilization
+    if speculative is not None:
+        kwargs["speculative_config"] = speculative
+        kwargs["per_request_spec_decode_metrics"] = "detailed"
+    return LLM(**kwargs)
+
+
+def speculative_config(method: Any, k: int) -> dict[str, Any] | None:
+    """vLLM's ``speculative_config`` for a method (None: the AR baseline itself)."""
+    if isinstance(method, VllmBuiltin):
+        return method.speculative_config(k)
+    if getattr(method, "name", None) == "ar":
+        return None
+    return {"method": "custom_class", "model": CLASS_PATH, "num_speculative_tokens": k}
+
+
+def inside_vllm(method: Any) -> dict[str, Any]:
+    """What the method receives inside vLLM compared with the native loop, and its label."""
+    if isinstance(method, VllmBuiltin):
+        return {"proposer": f"vLLM {method.method}", "receives": ["vLLM's own inputs"],
+                "missing": [], "drafts": "chains", "label": f"vLLM {method.method}"}  # fmt: skip
+    needs = getattr(method, "needs", None)
+    if needs is not None and needs.hidden_states:
+        raise ConfigError(f"method={method.name}: model-based drafters need the target's hidden "
+                          "states, which vLLM's custom_class proposer does not get; use "
+                          "backend=native")  # fmt: skip
+    receives, missing = ["committed tokens"], []
+    if needs is not None and needs.topk:
+        receives.append(f"target top-{needs.topk} at the verified positions")
+    if needs is not None and needs.prefill_topk:
+        missing.append("prompt top-k (vLLM computes no prompt logits)")
+    if getattr(method, "aux_capacity", 0):
+        missing.append("auxiliary branch (vLLM forwards the chain only)")
+    qualifiers = ["chain"] + [m.split(" (")[0] and f"no {m.split(' (')[0]}" for m in missing]
+    label = f"{method.name} ({', '.join(qualifiers)})"
+    return {"proposer": "racer_bench custom_class", "receives": receives, "missing": missing,
+            "drafts": "trees projected to their most probable chain", "label": label}  # fmt: skip
+
+
+class StepLog:
+    """Reads what the proposer appended to its step log since the last read."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.offset = path.stat().st_size if path.exists() else 0
+
+    def read_new(self) -> dict[str, list[dict[str, Any]]]:
+        """Notes per external request id (vLLM's worker ids add ``-<8 chars>``)."""
+        if not self.path.exists():
+            return {}
+        with open(self.path, encoding="utf-8") as f:
+            f.seek(self.offset)
+            data = f.read()
+        self.offset += len(data.encode("utf-8"))
+        notes: dict[str, list[dict[str, Any]]] = {}
+        for line in data.splitlines():
+            note = json.loads(line)
+            notes.setdefault(note["r"].rsplit("-", 1)[0], []).append(note)
+        return notes
+
+
+def stop_reason(completion: Any) -> str:
+    """vLLM's finish reason in the native record's words."""
+    if completion.finish_reason == "length":
+        return "length"
+    return "stop" if isinstance(completion.stop_reason, str) else "eos"
+
+
+def spec_counts(completion: Any) -> dict[str, int] | None:
+    """vLLM's own per-request spec-decode totals (None without speculation)."""
+    metrics = getattr(completion, "spec_decode_metrics", None)
+    if metrics is None:
+        return None
+    counts = metrics.to_dict()
+    keys = ("num_spec_steps", "num_accepted_draft_tokens", "num_draft_tokens")
+    return {k: int(counts[k]) for k in keys}
+
+
+def turn_steps(completion: Any, notes: list[dict[str, Any]] | None) -> list[dict[str, Any]]:
+    """Steps of one turn: our proposer's notes, else vLLM's counters, else AR steps."""
+    n = len(completion.token_ids)
+    if notes:
+        return V.steps_from_notes(notes, n)
+    metrics = getattr(completion, "spec_decode_metrics", None)
+    counts = metrics.to_dict() if metrics is not None else {}
+    return V.counts_as_steps(counts.get("per_step_accepted", []),
+                             counts.get("per_step_drafted", []), n)  # fmt: skip
+
+
+def generate_batch(llm: Any, prompts: Sequence[Prompt], task: Task, tokenizer: Any,
+                   params: Any, log: StepLog) -> list[list[dict[str, Any]]]:  # fmt: skip
+    """Every turn of a batch of prompts; later turns see each prompt's own earlier answers.
+
+    The batch's wall time is shared among its prompts by their new tokens, so the summed times
+    give the batch's throughput.
+    """
+    from vllm.inputs import TokensPrompt
+
+    out: list[list[dict[str, Any]]] = [[] for _ in prompts]
+    history: list[list[str]] = [[] for _ in prompts]
+    for turn in range(max(len(p.turns) for p in prompts)):
+        active = [i for i, p in enumerate(prompts) if turn < len(p.turns)]
+        inputs = [
+            TokensPrompt(prompt_token_ids=task.render(prompts[i], turn, history[i], tokenizer))
+            for i in active
+        ]
+        start = time.perf_counter()
+        results = llm.generate(inputs, params, use_tqdm=False)
+        wall = time.perf_counter() - start
+        notes = log.read_new()
+        total = sum(len(r.outputs[0].token_ids) for r in results) or 1
+        for i, result in zip(active, results, strict=True):
+            done = result.outputs[0]
+            tokens = list(done.token_ids)
+            seconds = wall * len(tokens) / total
+            steps = turn_steps(done, notes.get(str(result.request_id)))
+            history[i].append(done.text)
+            turn_out = V.turn_record(tokens, done.text, seconds, stop_reason(done), steps)
+            turn_out["vllm_spec"] = spec_counts(done)
+            out[i].append(turn_out)
+    return out
+
+
+def prompt_record(prompt: Prompt, index: int, batch_size: int, batch: int, task: Task,
+                  turns: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:  # fmt: skip
+    """One (prompt, batch size) line: both modes' turns, scores and identical-to-AR."""
+    record: dict[str, Any] = {"id": f"{prompt.id}@b{batch_size}", "prompt_id": prompt.id,
+                              "category": prompt.category, "index": index,
+                              "batch_size": batch_size, "batch": batch}  # fmt: skip
+    for mode, mode_turns in turns.items():
+        record[mode] = {"turns": mode_turns}
+        key = "score" if mode == "method" else f"{mode}_score"
+        record[key] = task.score(prompt, [t["text"] for t in mode_turns])
+    record["identical"] = [t["tokens"] for t in turns["method"]] == [
+        t["tokens"] for t in turns["baseline"]
+    ]
+    record["status"] = "ok"
+    return record
+
+
+class Engines:
+    """The baseline engine and the method's engine, with what the run needs to drive them."""
+
+    def __init__(self, cfg: DictConfig, run_dir: Path, method: Drafter, target: Any,
+                 max_new: int) -> None:  # fmt: skip
+        backend = cfg.backend
+        self.k = int(backend.num_speculative_tokens)
+        self.speculative = speculative_config(method, self.k)
+        self.log = StepLog(run_dir / STEP_LOG)
+        spec_json = json.dumps({"method": OmegaConf.to_container(cfg.method, resolve=True),
+                                "max_draft": cfg.max_draft, "max_new_tokens": max_new,
+                                "log": str(run_dir / STEP_LOG)})  # fmt: skip
+        self.env = engine_env(backend, spec_json)
+        self.model_path = str(target.model.name_or_path)
+        dtype = str(target.dtype).removeprefix("torch.")
+        with environment(self.env):
+            self.baseline = make_llm(self.model_path, backend, dtype, cfg.seed, None)
+            self.method = make_llm(self.model_path, backend, dtype, cfg.seed, self.speculative)
+
+    def recorded_env(self) -> dict[str, str]:
+        """The engine environment as the manifest keeps it: no proposer spec, no paths."""
+        env = {k: v for k, v in self.env.items() if k != SPEC_ENV}
+        if "LD_PRELOAD" in env:
+            env["LD_PRELOAD"] = " ".join(Path(p).name for p in env["LD_PRELOAD"].split())
+        return env
+
+
+def sampling_params(target: Any, task: Task, max_new: int) -> Any:
+    """Greedy, stopping exactly where the native loop stops: the same EOS ids and strings."""
+    from vllm import SamplingParams
+
+    return SamplingParams(temperature=0.0, max_tokens=max_new, ignore_eos=True,
+                          stop_token_ids=sorted(target.eos_ids),
+                          stop=list(task.stop_strings) or None)  # fmt: skip
+
+
+def run_batches(cfg: DictConfig, engines: Engines, task: Task, target: Any, prompts: list[Prompt],
+                params: Any, run_dir: Path) -> None:  # fmt: skip
+    """Every batch size, every batch on both engines (order alternating), one line per prompt."""
+    tokenizer = target.tokenizer
+    for b in cfg.backend.batch_sizes:
+        chunks = [prompts[i : i + b] for i in range(0, len(prompts), b)]
+        for c, chunk in enumerate(tqdm(chunks, desc=f"batch {b}", unit="batch")):
+            order = [("baseline", engines.baseline), ("method", engines.method)]
+            turns = {mode: generate_batch(llm, chunk, task, tokenizer, params, engines.log)
+                     for mode, llm in (order if c % 2 == 0 else order[::-1])}  # fmt: skip
+            for j, prompt in enumerate(chunk):
+                per_mode = {mode: turns[mode][j] for mode in ("baseline", "method")}
+                R.append_prompt(run_dir, prompt_record(prompt, c * b + j, b, c, task, per_mode))
+
+
+def warm_up(engines: Engines, task: Task, target: Any, prompts: list[Prompt], n: int) -> None:
+    """A short generation on both engines (first-call costs are not measured)."""
+    if n <= 0 or not prompts:
+        return
+    params = sampling_params(target, task, 32)
+    for llm in (engines.baseline, engines.method):
+        generate_batch(llm, prompts[:1], task, target.tokenizer, params, engines.log)
+
+
+def run(cfg: DictConfig, run_dir: Path, choices: dict[str, str]) -> dict[str, Any]:
+    """One vLLM-backend run into ``run_dir``; returns the summary."""
+    from racer_bench.runner import construct, validate
+
+    validate(cfg)
+    if cfg.resume:
+        raise ConfigError("resume: not supported with backend=vllm; start a new run")
+    if choices.get("verifier", "greedy") != "greedy":
+        raise ConfigError(f"verifier={choices['verifier']}: backend=vllm runs greedy only")
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    with runlock.hold(run_dir):
+        if (run_dir / R.MANIFEST_FILE).exists():
+            raise ConfigError(f"{run_dir} already holds a run; write to another folder")
+        task: Task = construct(cfg.task, "task")
+        target = construct(cfg.model, "model")
+        method = construct(cfg.method, "method", vocab_size=target.vocab_size)
+        receives = inside_vllm(method)
+        max_new = task.max_new_tokens or cfg.max_new_tokens
+        engines = Engines(cfg, run_dir, method, target, max_new)
+        prompts = task.load()
+        R.write_json(
+            run_dir / R.MANIFEST_FILE,
+            manifest(cfg, choices, target, method, task, engines, receives, max_new),
+        )
+        warm_up(engines, task, target, prompts, cfg.warmup_prompts)
+        (run_dir / R.INCOMPLETE_FILE).write_text("run not finished\n")
+        run_batches(cfg, engines, task, target, prompts, sampling_params(target, task, max_new),
+                    run_dir)  # fmt: skip
+        summary = summarize_batches(R.load_prompts(run_dir), task.metric, engines.k)
+        summary |= {"metric": task.metric, "run_dir": str(run_dir), "backend": "vllm",
+                    "label": receives.get("label")}  # fmt: skip
+        R.write_json(run_dir / R.SUMMARY_FILE, summary)
+        (run_dir / R.INCOMPLETE_FILE).unlink(missing_ok=True)
+        return summary
+
+
+def manifest(
+    cfg: DictConfig,
+    choices: dict[str, str],
+    target: Any,
+    method: Any,
+    task: Task,
+    engines: Engines,
+    receives: dict[str, Any],
+    max_new: int,
+) -> dict[str, Any]:
+    """The native manifest's fields plus the backend's: vLLM version, engines, what it gets."""
+    import vllm
+
+    from racer_bench.runner import REPO_ROOT
+
+    return R.manifest(
+        {
+            "model": choices.get("model"), "model_name": target.name,
+            "method": choices.get("method"), "method_version": getattr(method, "version", None),
+            "verifier": "greedy", "lossless": True, "task": choices.get("task"),
+            "task_version": task.version,
+            "choices": {k: v for k, v in choices.items() if not k.startswith("hydra")},
+            "dtype": str(target.dtype).removeprefix("torch."), "seed": cfg.seed,
+            "max_new_tokens": max_new,
+            "persist_across_prompts": bool(getattr(method, "persist_across_prompts", False)),
+            "backend": {"name": "vllm", "vllm_version": vllm.__version__,
+                        "model_path": Path(engines.model_path).name,
+                        "speculative_config": engines.speculative,
+                        "engine_env": engines.recorded_env(), "inside_vllm": receives,
+                        "batch_sizes": list(cfg.backend.batch_sizes)},
+            "started": time.strftime("%Y-%m-%dT%H:%M:%S"),
+            "config": OmegaConf.to_container(cfg, resolve=True),
+        },
+        REPO_ROOT,
+    )  # fmt: skip
