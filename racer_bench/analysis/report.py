@@ -68,8 +68,8 @@ BATCH_COLUMNS = [
 
 def batch_table(summary: dict[str, Any]) -> Table:
     """One row per batch size (``backend=vllm`` runs): AR and method tok/s, speedup, MAT."""
-    table = Table(title=f"{summary.get('label') or 'method'} in vLLM, {summary.get('n_prompts', 0)}"
-                  " prompts per batch size")  # fmt: skip
+    label = summary.get("label") or "method"
+    table = Table(title=f"{label}, backend=vllm, {summary.get('n_prompts', 0)} prompts per batch")
     table.add_column("batch", justify="right")
     for _, label, _ in BATCH_COLUMNS:
         table.add_column(label, justify="right")

@@ -237,9 +237,18 @@ class Engines:
         self.env = engine_env(backend, spec_json)
         self.model_path = str(target.model.name_or_path)
         dtype = str(target.dtype).removeprefix("torch.")
+        key = json.dumps([self.model_path, dtype, cfg.seed, self.recorded_env(),
+                          OmegaConf.to_container(backend, resolve=True)])  # fmt: skip
         with environment(self.env):
-            self.baseline = make_llm(self.model_path, backend, dtype, cfg.seed, None)
+            self.baseline = baseline_engine(key, self.model_path, backend, dtype, cfg.seed)
             self.method = make_llm(self.model_path, backend, dtype, cfg.seed, self.speculative)
+
+    def close(self) -> None:
+        """Shut the method's engine down (the baseline engine stays for the next run)."""
+        core = getattr(getattr(self.method, "llm_engine", None), "engine_core", None)
+        if core is not None:
+            core.shutdown()
+        self.method = None
 
     def recorded_env(self) -> dict[str, str]:
         """The engine environment as the manifest keeps it: no proposer spec, no paths."""
@@ -247,6 +256,18 @@ class Engines:
         if "LD_PRELOAD" in env:
             env["LD_PRELOAD"] = " ".join(Path(p).name for p in env["LD_PRELOAD"].split())
         return env
+
+
+_BASELINES: dict[str, Any] = {}
+
+
+def baseline_engine(key: str, model_path: str, backend: DictConfig, dtype: str, seed: int) -> Any:
+    """vLLM without speculation, built once per process and settings: the jobs of a multirun
+    (``-m method=pld,racer``) share it instead of each starting its own (about a minute)."""
+    if key not in _BASELINES:
+        _BASELINES.clear()  # other settings: one idle engine at most
+        _BASELINES[key] = make_llm(model_path, backend, dtype, seed, None)
+    return _BASELINES[key]
 
 
 def sampling_params(target: Any, task: Task, max_new: int) -> Any:
@@ -309,8 +330,11 @@ def run(cfg: DictConfig, run_dir: Path, choices: dict[str, str]) -> dict[str, An
         )
         warm_up(engines, task, target, prompts, cfg.warmup_prompts)
         (run_dir / R.INCOMPLETE_FILE).write_text("run not finished\n")
-        run_batches(cfg, engines, task, target, prompts, sampling_params(target, task, max_new),
-                    run_dir)  # fmt: skip
+        try:
+            run_batches(cfg, engines, task, target, prompts,
+                        sampling_params(target, task, max_new), run_dir)  # fmt: skip
+        finally:
+            engines.close()
         summary = summarize_batches(R.load_prompts(run_dir), task.metric, engines.k)
         summary |= {"metric": task.metric, "run_dir": str(run_dir), "backend": "vllm",
                     "label": receives.get("label")}  # fmt: skip
