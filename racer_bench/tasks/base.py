@@ -185,6 +185,11 @@ class Task:
         """Scores of the final outputs (one per turn); speed-only tasks return ``{}``."""
         return {}
 
+    def agreement(self, prompt: Prompt, outputs: list[str], reference: list[str]) -> float | None:
+        """1.0 when ``outputs`` give the same final answer as ``reference`` (strict greedy's
+        outputs on the same prompt), else 0.0; None for tasks without an answer to compare."""
+        return None
+
     def report_category(self, category: str) -> str:
         """Group a category is reported under (identity; Spec-Bench merges MT-Bench)."""
         return category
