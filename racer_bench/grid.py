@@ -95,6 +95,8 @@ def split_record(record: dict[str, Any], index: int) -> dict[str, Any]:
     name = point_name(index)
     keys = ("id", "category", "index", "status", STRICT, f"{STRICT}_score")
     own = {"method": record[name], "score": record[f"{name}_score"]}
+    if f"{name}_agreement" in record:
+        own["agreement"] = record[f"{name}_agreement"]
     return {**{k: record[k] for k in keys}, **own}
 
 
