@@ -67,7 +67,7 @@ def test_a_grid_with_other_settings_is_refused_in_the_same_folder(grid_dir):
 
 
 def test_budget_zero_point_agrees_exactly(grid_dir):
-    out, summaries = grid_dir
+    _, summaries = grid_dir
     strict = summaries[0]
     assert strict["agreement"] == 1.0 and strict["agreement_ci95"] == [1.0, 1.0]
     assert strict["logprob_gap"] == 0.0 and strict["logprob_gap_ci95"] == [0.0, 0.0]
