@@ -89,6 +89,9 @@ class Task:
     name: ClassVar[str] = "task"
     metric: ClassVar[str | None] = None  # headline score name in the summary, e.g. "pass@1"
     category_aliases: ClassVar[dict[str, tuple[str, ...]]] = {}  # name -> member categories
+    # agreement() reads only the two texts (no reference, no execution): it can be recomputed
+    # from recorded outputs (racer_bench.analysis.frames)
+    agreement_from_text: ClassVar[bool] = False
 
     def __init__(
         self,

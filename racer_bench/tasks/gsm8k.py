@@ -29,6 +29,7 @@ class GSM8KTask(Task):
 
     name: ClassVar[str] = "gsm8k"
     metric: ClassVar[str | None] = "accuracy"
+    agreement_from_text: ClassVar[bool] = True
     question_prefix: ClassVar[str] = "Q: "
     answer_prefix: ClassVar[str] = "A: "
     exemplars: ClassVar[tuple[tuple[str, str], ...]] = GSM8K_EXEMPLARS

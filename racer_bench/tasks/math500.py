@@ -22,6 +22,7 @@ class Math500Task(Task):
 
     name: ClassVar[str] = "math500"
     metric: ClassVar[str | None] = "accuracy"
+    agreement_from_text: ClassVar[bool] = True
 
     def load_all(self) -> list[Prompt]:
         with self.data_path().open(encoding="utf-8") as f:

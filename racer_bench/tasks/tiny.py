@@ -26,6 +26,7 @@ class TinyTask(Task):
 
     name: ClassVar[str] = "tiny"
     metric: ClassVar[str | None] = "nonempty"
+    agreement_from_text: ClassVar[bool] = True
 
     def load_all(self) -> list[Prompt]:
         return [
