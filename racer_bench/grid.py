@@ -5,10 +5,9 @@ a cluster, but the strict decode is repeated once per grid point. Here the whole
 one process instead: per prompt, strict greedy once and every grid point back to back (the order
 rotates with the prompt index, so machine noise hits all alike), then every output's target
 log-probability and each point's answer agreement with strict (:mod:`racer_bench.paired`,
-untimed). Each grid point is then written
-as an ordinary run folder (``manifest.json``, ``prompts.jsonl`` holding the shared strict record,
-``summary.json``, ``.hydra/overrides.yaml``), so ``scripts/collect_sweep.py``, the tables and
-the notebooks read them like multirun jobs.
+untimed). Each grid point is then written as an ordinary run folder (``manifest.json``,
+``prompts.jsonl`` holding the shared strict record, ``summary.json``, ``.hydra/overrides.yaml``),
+so ``scripts/collect_sweep.py``, the tables and the notebooks read them like multirun jobs.
 """
 
 from __future__ import annotations
