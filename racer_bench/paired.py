@@ -39,9 +39,9 @@ def contexts(task: Task, target: HFTarget, prompt: Prompt, turns: list[dict]) ->
 
 def add_logprobs(target: HFTarget, task: Task, prompt: Prompt, record: dict[str, Any],
                  modes: Sequence[str]) -> None:  # fmt: skip
-    """Store ``target_logprob`` in every turn of ``modes`` (one batched pass for all of them)."""
+    """Store ``target_logprob`` in every turn of ``modes`` and strict's (one batched pass)."""
     places, pairs = [], []
-    for mode in modes:
+    for mode in [*modes, STRICT]:
         turns = record[mode]["turns"]
         for turn, ids in zip(turns, contexts(task, target, prompt, turns), strict=True):
             places.append(turn)
@@ -50,7 +50,8 @@ def add_logprobs(target: HFTarget, task: Task, prompt: Prompt, record: dict[str,
         turn[LOGPROB_KEY] = value
 
 
-def add_agreement(task: Task, prompt: Prompt, record: dict[str, Any], modes: Sequence[str]) -> None:
+def add_agreement(target: HFTarget, task: Task, prompt: Prompt, record: dict[str, Any],
+                  modes: Sequence[str]) -> None:  # fmt: skip
     """Store each mode's answer agreement with strict greedy (None where not measurable)."""
     reference = [t["text"] for t in record[STRICT]["turns"]]
     for mode in modes:
@@ -60,10 +61,22 @@ def add_agreement(task: Task, prompt: Prompt, record: dict[str, Any], modes: Seq
 
 def compare_with_strict(target: HFTarget, task: Task, prompt: Prompt,
                         record: dict[str, Any]) -> None:  # fmt: skip
-    """Both measures for every mode of ``record`` paired with strict (no-op without strict)."""
+    """Both measures for every mode of ``record`` paired with strict (no-op without strict).
+
+    A measure that raises is left out of the record (the prompt's generations are kept) and
+    its error is kept under ``quality_error``; the summaries then count it as not measured.
+    """
     if STRICT not in record:
         return
     lossy = [m for m in record if isinstance(record[m], dict) and "turns" in record[m]]
     lossy = [m for m in lossy if m not in (STRICT, "baseline")]
-    add_logprobs(target, task, prompt, record, [*lossy, STRICT])
-    add_agreement(task, prompt, record, lossy)
+    errors = []
+    for measure in (add_logprobs, add_agreement):
+        try:
+            measure(target, task, prompt, record, lossy)
+        except (KeyboardInterrupt, MemoryError):
+            raise
+        except Exception as error:  # a measure must not cost the prompt its timed decodes
+            errors.append(f"{measure.__name__}: {type(error).__name__}: {error}")
+    if errors:
+        record["quality_error"] = "; ".join(errors)

@@ -33,3 +33,12 @@ def test_equal_outputs_get_exactly_equal_values_and_empty_is_zero(tiny_target):
     values = output_logprobs(tiny_target, [(PROMPT, greedy), (PROMPT, []), (PROMPT, greedy)])
     assert values[0] - values[2] == 0.0
     assert values[1] == 0.0
+
+
+def test_the_fast_engine_gives_the_same_values(tiny_fast_target):
+    greedy = ar_tokens(tiny_fast_target, PROMPT, max_new_tokens=8)
+    other = [greedy[0], *(t + 1 for t in greedy[1:])]
+    pairs = [(PROMPT, greedy), (PROMPT, other)]
+    fast = output_logprobs(tiny_fast_target, pairs)
+    expected = [reference(tiny_fast_target, c, o) for c, o in pairs]
+    assert fast == pytest.approx(expected, rel=1e-9, abs=1e-9)
