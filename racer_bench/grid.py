@@ -3,10 +3,11 @@
 A Hydra multirun over ASD's (B, g, M) pairs every job with its own strict-greedy run: right on
 a cluster, but the strict decode is repeated once per grid point. Here the whole grid runs in
 one process instead: per prompt, strict greedy once and every grid point back to back (the order
-rotates with the prompt index, so machine noise hits all alike). Each grid point is then written
-as an ordinary run folder (``manifest.json``, ``prompts.jsonl`` holding the shared strict record,
-``summary.json``, ``.hydra/overrides.yaml``), so ``scripts/collect_sweep.py``, the tables and
-the notebooks read them like multirun jobs.
+rotates with the prompt index, so machine noise hits all alike), then every output's target
+log-probability and each point's answer agreement with strict (:mod:`racer_bench.paired`,
+untimed). Each grid point is then written as an ordinary run folder (``manifest.json``,
+``prompts.jsonl`` holding the shared strict record, ``summary.json``, ``.hydra/overrides.yaml``),
+so ``scripts/collect_sweep.py``, the tables and the notebooks read them like multirun jobs.
 """
 
 from __future__ import annotations
@@ -95,6 +96,8 @@ def split_record(record: dict[str, Any], index: int) -> dict[str, Any]:
     name = point_name(index)
     keys = ("id", "category", "index", "status", STRICT, f"{STRICT}_score")
     own = {"method": record[name], "score": record[f"{name}_score"]}
+    if f"{name}_agreement" in record:
+        own["agreement"] = record[f"{name}_agreement"]
     return {**{k: record[k] for k in keys}, **own}
 
 

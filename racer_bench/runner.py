@@ -29,6 +29,7 @@ from racer_bench.engine.stopping import StopRule
 from racer_bench.engine.target import Engine, HFTarget
 from racer_bench.engine.verify import GreedyVerifier, Verifier
 from racer_bench.errors import ConfigError, RunStopped, find_config_error
+from racer_bench.paired import compare_with_strict
 from racer_bench.schema import Instantiable, NonNegativeInt, PositiveInt, Seed, check
 from racer_bench.tasks.base import Prompt, Task
 from racer_bench.vllm_backend.config import BackendConfig
@@ -216,7 +217,11 @@ def generate_turns(setup: Setup, mode: Mode, prompt: Prompt, seed: int) -> list[
 
 
 def run_prompt(setup: Setup, prompt: Prompt, index: int) -> dict[str, Any]:
-    """Every mode on one prompt, back to back; the order alternates with the prompt index."""
+    """Every mode on one prompt, back to back; the order alternates with the prompt index.
+
+    With a strict-greedy mode, each lossy mode's answer agreement and every output's target
+    log-probability follow (:mod:`racer_bench.paired`), after all timed decoding.
+    """
     record: dict[str, Any] = {"id": prompt.id, "category": prompt.category, "index": index}
     modes = setup.modes if index % 2 == 0 else setup.modes[::-1]
     for mode in modes:
@@ -225,6 +230,7 @@ def run_prompt(setup: Setup, prompt: Prompt, index: int) -> dict[str, Any]:
         texts = [t["text"] for t in record[mode.name]["turns"]]
         key = "score" if mode.name == "method" else f"{mode.name}_score"
         record[key] = setup.task.score(prompt, texts)
+    compare_with_strict(setup.target, setup.task, prompt, record)  # lossy verifiers only
     if "baseline" in record:
         record["identical"] = [t["tokens"] for t in record["method"]["turns"]] == [
             t["tokens"] for t in record["baseline"]["turns"]

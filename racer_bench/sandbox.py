@@ -101,31 +101,49 @@ def run_python(program: str, timeout_s: float = 10.0) -> tuple[bool, str]:
     Returns (passed, message): passed means exit status 0 within ``timeout_s`` seconds; the
     message is the last line of the program's stderr (or the reason it was stopped).
     """
+    passed, message, _ = run_python_report(program, timeout_s)
+    return passed, message
+
+
+def run_python_report(
+    program: str, timeout_s: float = 10.0, report: str | None = None
+) -> tuple[bool, str, str | None]:
+    """:func:`run_python`, plus the text the program wrote to the file ``report`` of its
+    working folder (None when no such file, or no ``report`` asked for)."""
     with tempfile.TemporaryDirectory(prefix="racer_bench_exec_") as tmp:
-        script = Path(tmp) / "program.py"
-        script.write_text(program)
-        cpu = max(1, int(timeout_s) + 1)
-        proc = subprocess.Popen(
-            [sys.executable, "-I", "-B", "-c", LAUNCHER, str(script), tmp],
-            cwd=tmp,
-            env={"PATH": "/usr/bin:/bin", "PYTHONHASHSEED": "0"},
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            preexec_fn=lambda: _limit_resources(cpu),
-        )
-        try:
-            _, stderr = proc.communicate(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            _kill_group(proc)
-            return False, f"timeout after {timeout_s}s"
-        except BaseException:  # Ctrl-C while a program runs: leave nothing behind
-            _kill_group(proc)
-            raise
-        if proc.returncode == 0:
-            return True, ""
-        tail = stderr.decode(errors="replace").strip().splitlines()
-        return False, tail[-1] if tail else f"exit status {proc.returncode}"
+        passed, message = _execute(program, timeout_s, Path(tmp))
+        path = Path(tmp) / report if report else None
+        if path is None or not path.is_file():
+            return passed, message, None
+        return passed, message, path.read_text(encoding="utf-8", errors="replace")
+
+
+def _execute(program: str, timeout_s: float, tmp: Path) -> tuple[bool, str]:
+    """Run ``program`` in the folder ``tmp`` under every guard; (passed, message)."""
+    script = tmp / "program.py"
+    script.write_text(program)
+    cpu = max(1, int(timeout_s) + 1)
+    proc = subprocess.Popen(
+        [sys.executable, "-I", "-B", "-c", LAUNCHER, str(script), str(tmp)],
+        cwd=tmp,
+        env={"PATH": "/usr/bin:/bin", "PYTHONHASHSEED": "0"},
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        preexec_fn=lambda: _limit_resources(cpu),
+    )
+    try:
+        _, stderr = proc.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        _kill_group(proc)
+        return False, f"timeout after {timeout_s}s"
+    except BaseException:  # Ctrl-C while a program runs: leave nothing behind
+        _kill_group(proc)
+        raise
+    if proc.returncode == 0:
+        return True, ""
+    tail = stderr.decode(errors="replace").strip().splitlines()
+    return False, tail[-1] if tail else f"exit status {proc.returncode}"
 
 
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:

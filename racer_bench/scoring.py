@@ -163,6 +163,20 @@ def _plain(latex: str) -> str:
     return re.sub(r"\s+", "", text).strip("$.").lower()
 
 
+def numeric_answers_agree(output: str, reference: str) -> bool:
+    """Two free-text answers end in the same number (both without one also agree)."""
+    a, b = extract_final_number(output), extract_final_number(reference)
+    return (a is None and b is None) or numbers_equal(a, b)
+
+
+def boxed_answers_agree(output: str, reference: str) -> bool:
+    """Two answers' last ``\\boxed{}`` are equivalent under math-verify (or both missing)."""
+    a, b = last_boxed(output), last_boxed(reference)
+    if a is None or b is None:
+        return a is None and b is None
+    return a == b or math_equal(a, b)
+
+
 def score_boxed(output: str, gold: str) -> dict[str, float]:
     """``{"accuracy", "extracted"}`` for a MATH-style answer: last box vs gold via math-verify."""
     pred = last_boxed(output)

@@ -6,7 +6,8 @@
 Positional arguments (before the options) are ordinary run overrides (``method=racer
 task=gsm8k model=...``); each ``--points`` entry is ``budget:gate:cap``. Writes one run folder
 per point under ``--out`` and prints the sweep table (throughput and decode-throughput gain vs
-strict, divergence, accuracy delta with its paired bootstrap CI). ``python -m racer_bench
+strict, divergence, accuracy delta, answer agreement, target log-likelihood gap and first
+divergence, with paired bootstrap CIs; docs/asd.md). ``python -m racer_bench
 sweep=asd_grid`` is the Hydra-multirun equivalent for a cluster (every job then pairs with its
 own strict run).
 """

@@ -41,6 +41,13 @@ COLUMNS = (  # (runs-frame column, header, format)
     ("accuracy_delta_ci_low", "Δ CI low", "{:+.3f}"),
     ("accuracy_delta_ci_high", "Δ CI high", "{:+.3f}"),
     ("divergence", "divergence", "{:.0%}"),
+    ("agreement", "answer agreement", "{:.0%}"),
+    ("agreement_ci_low", "agr. CI low", "{:.0%}"),
+    ("agreement_ci_high", "agr. CI high", "{:.0%}"),
+    ("logprob_gap", "log-lik gap", "{:+.3f}"),
+    ("logprob_gap_ci_low", "gap CI low", "{:+.3f}"),
+    ("logprob_gap_ci_high", "gap CI high", "{:+.3f}"),
+    ("first_divergence", "first divergence", "{:.0%}"),
 )
 
 

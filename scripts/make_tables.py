@@ -12,7 +12,7 @@ Tables, each built only when the folder holds runs for it:
   lazy fail links;
 * logitspec: speedup, MAT and retrieval success per task;
 * asd: per task, Pareto-optimal (B, g, M) settings: throughput gain, MAT strict -> ASD,
-  accuracy delta, divergence.
+  accuracy delta, answer agreement, log-likelihood gap, first divergence, divergence.
 
 Papers' reported numbers (``racer_bench.analysis.paper_numbers``) sit in separate, labelled columns
 unless ``--no-paper`` is given. Runs are loaded with ``racer_bench.analysis.frames`` (the newest run
@@ -376,13 +376,15 @@ def logitspec_table(runs_df: pd.DataFrame, paper: bool) -> Table | None:
 
 
 def asd_rows(df: pd.DataFrame) -> pd.DataFrame:
-    """One task's ASD runs to show: the Pareto front and the paper's frozen setting."""
+    """One task's ASD runs to show: the Pareto front over throughput gain and every measured
+    quality measure (accuracy delta, answer agreement, log-likelihood gap), and the paper's
+    frozen setting."""
     gain = df["gain_vs_strict"].to_numpy(dtype=float)
-    delta = df["accuracy_delta"].to_numpy(dtype=float) if "accuracy_delta" in df else None
-    if delta is None or np.isnan(delta).all():  # speed-only task: the fastest setting
+    quality = [df[c].to_numpy(dtype=float) for c in QUALITY_COLUMNS if c in df]
+    if all(np.isnan(q).all() for q in quality):  # speed-only task: the fastest setting
         front = gain == np.nanmax(gain)
     else:
-        front = pareto_front(delta, gain)
+        front = pareto_front(gain, *quality)
     frozen = np.ones(len(df), dtype=bool)
     for column, value in PN.ASD_FROZEN.items():
         frozen &= (df[column] == value).to_numpy() if column in df else False
@@ -429,27 +431,49 @@ ASD_WHY = (
 )
 
 
+QUALITY_COLUMNS = ("accuracy_delta", "agreement", "logprob_gap")  # higher = closer to strict
+NOT_MEASURED = "not measured"
 ASD_HEADER = ["task", "drafter", "setting", "throughput gain", "MAT strict → ASD",
-              "accuracy Δ (pp) [95% CI]", "divergence"]  # fmt: skip
+              "accuracy Δ (pp) [95% CI]", "answer agreement [95% CI]",
+              "log-lik gap (nats/token) [95% CI]", "first divergence [95% CI]",
+              "divergence"]  # fmt: skip
 ASD_NOTE = (
-    "Rows: Pareto-optimal (B, g, M) settings over (throughput gain, accuracy delta) per task, "
-    "plus the paper's frozen setting B=8 g=0.25 M=2 when it was run. Gain = ASD / strict greedy "
-    "throughput - 1 (same drafter, same prompts); divergence = share of prompts whose output "
-    "differs from strict greedy."
+    "Rows: Pareto-optimal (B, g, M) settings over throughput gain and the measured quality "
+    "measures (accuracy delta, answer agreement, log-likelihood gap) per task, plus the "
+    "paper's frozen setting B=8 g=0.25 M=2 when it was run. Gain = ASD / strict greedy "
+    "throughput - 1 (same drafter, same prompts). Each quality measure pairs ASD with strict "
+    "greedy on the same prompt, with a paired bootstrap 95% CI over prompts: answer agreement "
+    "= share of prompts whose extracted final answer equals strict's; log-lik gap = mean "
+    "per-token target log-probability of the ASD output minus that of the strict output "
+    "(teacher-forced; 0 = as likely as strict); first divergence = position of the first "
+    "token that differs from strict, as a share of the ASD output (100% = none differs); "
+    "divergence = share of prompts whose output differs from strict greedy. 'not measured': "
+    "the records predate the measure or the task has no answer to compare."
 )
+
+
+def with_ci(row: pd.Series, key: str, pattern: str, scale: float = 1.0) -> str:
+    """``"value [low, high]"`` of a measure and its CI columns, or "not measured"."""
+    value = row.get(key, math.nan)
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return NOT_MEASURED
+    low, high = (row.get(f"{key}_ci_{end}", math.nan) for end in ("low", "high"))
+    cells = [num(v * scale if v is not None else None, pattern) for v in (value, low, high)]
+    return f"{cells[0]} [{cells[1]}, {cells[2]}]"
 
 
 def asd_cells(row: pd.Series) -> list[str]:
     """Our cells of one ASD run (a runs-frame row)."""
-    keys = ("accuracy_delta", "accuracy_delta_ci_low", "accuracy_delta_ci_high")
-    low_mid_high = [num(row.get(k, math.nan) * 100, "{:+.1f}") for k in keys]
     return [
         F.TASK_NAMES.get(row["task"], row["task"]),
         F.METHOD_NAMES.get(row["method"], row["method"]),
         asd_label(row),
         num(row["gain_vs_strict"], "{:+.1%}"),
         f"{num(row.get('strict_mat'), '{:.2f}')} → {num(row['mat'], '{:.2f}')}",
-        f"{low_mid_high[0]} [{low_mid_high[1]}, {low_mid_high[2]}]",
+        with_ci(row, "accuracy_delta", "{:+.1f}", 100),
+        with_ci(row, "agreement", "{:.0%}"),
+        with_ci(row, "logprob_gap", "{:+.3f}"),
+        with_ci(row, "first_divergence", "{:.0%}"),
         num(row.get("divergence"), "{:.0%}"),
     ]
 

@@ -33,9 +33,11 @@ import pandas as pd
 from omegaconf import OmegaConf
 
 from racer_bench.analysis import metrics as M
+from racer_bench.analysis import quality as Q
 from racer_bench.analysis import records as R
 from racer_bench.analysis.summary import score_block, speed_block, summarize
 from racer_bench.engine import cost as C
+from racer_bench.tasks.base import Prompt, Task
 
 log = logging.getLogger(__name__)
 CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
@@ -93,8 +95,12 @@ class Run:
         return any(M.turns(r, "baseline") for r in self.ok)
 
     @cached_property
+    def task_object(self) -> Task | None:
+        return rebuild_task(self.config.get("task") or {}, self.path)
+
+    @cached_property
     def task_hooks(self) -> tuple[str | None, Callable[[str], str]]:
-        return task_hooks(self.config.get("task") or {}, self.path)
+        return task_hooks(self.task_object, self.path)
 
     @property
     def metric(self) -> str | None:
@@ -105,22 +111,44 @@ class Run:
 
     @cached_property
     def summary(self) -> dict[str, Any]:
-        return summarize(self.records, self.metric, self.has_baseline, self.report_category)
+        records = with_text_agreement(self.records, self.task_object)
+        return summarize(records, self.metric, self.has_baseline, self.report_category)
 
 
-def task_hooks(task_cfg: dict[str, Any], run_dir: Path) -> tuple[str | None, Callable[[str], str]]:
-    """The task's score name and category -> reporting group map (e.g. MT-Bench -> multi_turn).
-
-    The task object is rebuilt from the recorded config (no data is read); when that fails, the
-    score name comes from ``summary.json`` and categories are reported as they are.
-    """
+def rebuild_task(task_cfg: dict[str, Any], run_dir: Path) -> Task | None:
+    """The task object of the recorded config (no data is read), or None when that fails."""
     try:
         from hydra.utils import instantiate
 
-        task = instantiate(task_cfg)
-        return task.metric, task.report_category
+        return instantiate(task_cfg)
     except Exception as error:
         log.warning("%s: task %s not rebuilt (%s)", run_dir, task_cfg.get("_target_"), error)
+        return None
+
+
+def with_text_agreement(records: list[dict[str, Any]], task: Task | None) -> list[dict[str, Any]]:
+    """Records paired with strict but without ``agreement`` (recorded before it existed) get it
+    recomputed, for tasks whose agreement reads only the two texts (GSM8K, MGSM, MATH-500)."""
+    if task is None or not task.agreement_from_text:
+        return records
+    blank = Prompt("", "", [])
+    out = []
+    for r in records:
+        if "agreement" not in r and M.turns(r, "method") and M.turns(r, "strict"):
+            texts, reference = ([t["text"] for t in M.turns(r, m)] for m in ("method", "strict"))
+            r = r | {"agreement": task.agreement(blank, texts, reference)}
+        out.append(r)
+    return out
+
+
+def task_hooks(task: Task | None, run_dir: Path) -> tuple[str | None, Callable[[str], str]]:
+    """The task's score name and category -> reporting group map (e.g. MT-Bench -> multi_turn).
+
+    Without the rebuilt task the score name comes from ``summary.json`` and categories are
+    reported as they are.
+    """
+    if task is not None:
+        return task.metric, task.report_category
     summary_path = Path(run_dir) / R.SUMMARY_FILE
     metric = R.read_json(summary_path).get("metric") if summary_path.exists() else None
     return metric, lambda category: category
@@ -439,6 +467,9 @@ def prompt_metrics(record: dict[str, Any], metric: str | None) -> dict[str, Any]
     if M.turns(record, "strict"):
         row["gain_vs_strict"] = M.speedup(rs, "method", "strict") - 1.0
         row["strict_identical"] = M.identical_rate(rs, "method", "strict")
+        row["agreement"] = Q.agreement(record)
+        row["logprob_gap"] = Q.logprob_gap(record)
+        row["first_divergence"] = Q.record_first_divergence(record)
     if metric:
         for field_name in ("score", "baseline_score", "strict_score"):
             if field_name in record:

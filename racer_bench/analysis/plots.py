@@ -10,7 +10,8 @@ so scripts, the notebook and the W&B logger share them and no global state is to
 * :func:`rank_distribution`: accepted logits-tree nodes by copied top-k rank (RACER's
   copy-logit vs last-logit analysis);
 * :func:`capacity_curves`: speedup and MAT vs draft capacity;
-* :func:`asd_frontier`: ASD throughput gain vs accuracy delta over (B, g, M), Pareto marked;
+* :func:`asd_frontier`: ASD throughput gain vs each quality loss (accuracy, answer agreement,
+  target log-likelihood) over (B, g, M), per drafter, Pareto marked;
 * :func:`reliability_diagram`: the confidence scheduler's predicted survival vs the share of
   nodes accepted, per bin (calibration error in the legend);
 * :func:`draft_size_vs_cost`: forward sizes the scheduler chose, over the run's cost curve.
@@ -20,7 +21,7 @@ so scripts, the notebook and the W&B logger share them and no global state is to
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -293,19 +294,25 @@ def capacity_curves(runs_df: pd.DataFrame) -> Figure:
     return _finish(fig, "Draft capacity: longer trees accept more, but cost more to verify", df)
 
 
-def pareto_front(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """Mask of points no other point beats on both ``x`` and ``y`` (higher is better; NaN out).
+def pareto_front(*columns: np.ndarray) -> np.ndarray:
+    """Mask of points no other point beats on every column (higher is better).
+
+    A column that is NaN everywhere (not measured) is left out; a point with NaN in a kept
+    column is not on the front.
 
     Args:
-        x, y: FloatTensor-like [n].
+        columns: FloatTensor-like [n] each.
     Returns:
         bool array [n].
     """
-    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
-    valid = ~(np.isnan(x) | np.isnan(y))
-    front = np.zeros(len(x), dtype=bool)
+    values = [np.asarray(c, dtype=float) for c in columns]
+    values = [v for v in values if not np.isnan(v).all()] or values[:1]
+    data = np.vstack(values)  # [k, n]
+    valid = ~np.isnan(data).any(axis=0)
+    front = np.zeros(data.shape[1], dtype=bool)
     for i in np.flatnonzero(valid):
-        better = valid & (x >= x[i]) & (y >= y[i]) & ((x > x[i]) | (y > y[i]))
+        at_least = (data >= data[:, [i]]).all(axis=0)
+        better = valid & at_least & (data > data[:, [i]]).any(axis=0)
         front[i] = not better.any()
     return front
 
@@ -316,51 +323,88 @@ def asd_label(row: pd.Series) -> str:
     return " ".join(f"{short}={row[col]:g}" for short, col in parts if col in row)
 
 
-def _frontier_panel(ax: Axes, df: pd.DataFrame) -> None:
-    """One task's ASD configurations; Pareto points ringed, joined and labelled."""
-    x, y = df["accuracy_delta"].to_numpy() * 100, df["gain_vs_strict"].to_numpy() * 100
-    front = pareto_front(x, y)
-    xerr = _errors(df, "accuracy_delta")
-    ax.errorbar(x, y, xerr=None if xerr is None else xerr * 100, fmt="none", ecolor="#bbbbbb",
-                elinewidth=0.7, zorder=1)  # fmt: skip
-    ax.scatter(x[~front], y[~front], s=18, color=PALETTE[0], alpha=0.6, label="(B, g, M) setting")
-    ax.scatter(x[front], y[front], s=40, color=PALETTE[3], edgecolor="black", zorder=3,
-               label="Pareto-optimal")  # fmt: skip
-    order = np.argsort(x[front])
-    ax.plot(x[front][order], y[front][order], color=PALETTE[3], lw=1, zorder=2)
-    middle = np.nanmean([np.nanmin(x), np.nanmax(x)])
-    for (_, row), xi, yi in zip(df[front].iterrows(), x[front], y[front], strict=True):
-        right = xi > middle  # keep labels inside the panel
-        ax.annotate(asd_label(row), (xi, yi), textcoords="offset points", fontsize=6.5,
-                    xytext=(-4 if right else 4, 4), ha="right" if right else "left")  # fmt: skip
+Loss = Callable[[np.ndarray], np.ndarray]
+# What a (B, g, M) setting loses against strict greedy, per quality measure (runs-frame column,
+# axis label, loss as a decreasing function of the measure): 0 = nothing lost.
+QUALITY_LOSSES = (
+    ("accuracy_delta", "accuracy loss (points)", lambda v: -100 * v),
+    ("agreement", "answers differing from strict (%)", lambda v: 100 * (1 - v)),
+    ("logprob_gap", "target log-lik loss (nats / token)", lambda v: -v),
+)
+NOT_MEASURED = "not measured"
+
+
+def measured(df: pd.DataFrame, column: str) -> bool:
+    """Whether any run of ``df`` has the measure ``column``."""
+    return column in df and bool(df[column].notna().any())
+
+
+def quality_loss(df: pd.DataFrame, column: str, loss: Loss) -> tuple[np.ndarray, np.ndarray | None]:
+    """Loss per run and its asymmetric interval ``[2, n]`` from the measure's CI columns."""
+    x = loss(df[column].to_numpy(dtype=float))
+    low, high = f"{column}_ci_low", f"{column}_ci_high"
+    if low not in df or high not in df:
+        return x, None
+    worst, best = loss(df[low].to_numpy(dtype=float)), loss(df[high].to_numpy(dtype=float))
+    return x, np.nan_to_num(np.clip(np.vstack([x - best, worst - x]), 0, None))
+
+
+def _frontier_panel(ax: Axes, df: pd.DataFrame, column: str, xlabel: str, loss: Loss) -> None:
+    """One task's ASD settings against one quality loss, per drafter: its Pareto points
+    (most gain for least loss) ringed, joined and labelled."""
+    ax.set_xlabel(xlabel, fontsize=8)
+    ax.grid(alpha=0.3)
+    if not measured(df, column):
+        ax.text(0.5, 0.5, NOT_MEASURED, transform=ax.transAxes, ha="center", va="center",
+                color="#8c8c8c")  # fmt: skip
+        ax.set_xticks([])
+        return
+    drafters = df["method"].map(lambda m: F.METHOD_NAMES.get(m, m))
+    palette = colors(list(dict.fromkeys(drafters)))
+    for drafter, rows in df.groupby(drafters, sort=False):
+        x, xerr = quality_loss(rows, column, loss)
+        y = rows["gain_vs_strict"].to_numpy(dtype=float) * 100
+        color = palette[drafter]
+        ax.errorbar(x, y, xerr=xerr, fmt="none", ecolor=color, alpha=0.35, elinewidth=0.7)
+        ax.scatter(x, y, s=16, color=color, alpha=0.7, label=drafter)
+        front = pareto_front(-x, y)
+        order = np.argsort(x[front])
+        ax.scatter(x[front], y[front], s=34, color=color, edgecolor="black", zorder=3)
+        ax.plot(x[front][order], y[front][order], color=color, lw=1, zorder=2)
+        for (_, row), xi, yi in zip(rows[front].iterrows(), x[front], y[front], strict=True):
+            ax.annotate(asd_label(row), (xi, yi), textcoords="offset points", fontsize=5.5,
+                        xytext=(3, 3))  # fmt: skip
     ax.axhline(0, color="black", lw=0.6)
     ax.axvline(0, color="black", lw=0.6)
-    ax.set_xlabel("accuracy delta vs strict (percentage points)")
-    ax.margins(x=0.08, y=0.15)
-    ax.grid(alpha=0.3)
+    ax.margins(x=0.12, y=0.15)
 
 
 def asd_frontier(runs_df: pd.DataFrame) -> Figure:
-    """ASD: throughput gain over strict greedy vs accuracy delta, one point per (B, g, M).
+    """ASD: throughput gain over strict greedy against each quality loss, one point per
+    (B, g, M) and drafter; a measure no run has is drawn as an empty "not measured" panel.
 
     Args:
-        runs_df: :func:`racer_bench.analysis.frames.runs_frame`; rows need ``gain_vs_strict`` and
-            ``accuracy_delta`` (a lossy verifier on a scored task).
+        runs_df: :func:`racer_bench.analysis.frames.runs_frame`; rows need ``gain_vs_strict``
+            (a lossy verifier paired with strict greedy) and at least one measure of
+            :data:`QUALITY_LOSSES`.
     """
-    needed = {"gain_vs_strict", "accuracy_delta"}
-    if not needed <= set(runs_df.columns):
-        raise ValueError("no lossy-verifier run on a scored task (need gain_vs_strict)")
-    df = runs_df.dropna(subset=sorted(needed))
-    if df.empty:
-        raise ValueError("no lossy-verifier run on a scored task (need gain_vs_strict)")
+    why = "no lossy-verifier run with a quality measure (need gain_vs_strict)"
+    if "gain_vs_strict" not in runs_df:
+        raise ValueError(why)
+    df = runs_df.dropna(subset=["gain_vs_strict"])
+    if df.empty or not any(measured(df, column) for column, _, _ in QUALITY_LOSSES):
+        raise ValueError(why)
     tasks = list(dict.fromkeys(df["task"]))
-    fig = Figure(figsize=(WIDTH, 3.8))
-    axes = _task_axes(fig, tasks)
-    for ax, task in zip(axes, tasks, strict=True):
-        _frontier_panel(ax, df[df["task"] == task])
-    axes[0].set_ylabel("throughput gain vs strict greedy (%)")
-    methods = ", ".join(sorted({F.METHOD_NAMES.get(m, m) for m in df["method"]}))
-    return _finish(fig, f"ASD frontier over budget B, gate g, cap M (drafter: {methods})", df)
+    fig = Figure(figsize=(WIDTH, 0.9 + 2.9 * len(tasks)))
+    grid = fig.subplots(len(tasks), len(QUALITY_LOSSES), sharey="row", squeeze=False)
+    for axes, task in zip(grid, tasks, strict=True):
+        rows = df[df["task"] == task]
+        for ax, (column, xlabel, loss) in zip(axes, QUALITY_LOSSES, strict=True):
+            _frontier_panel(ax, rows, column, xlabel, loss)
+        axes[0].set_ylabel(f"{task_name(task)}: gain vs strict (%)", fontsize=8)
+    legend_ax = next((ax for ax in grid.flat if ax.get_legend_handles_labels()[0]), None)
+    title = "ASD frontier over budget B, gate g, cap M: throughput gain against quality loss"
+    return _finish(fig, title, df, legend_ax)
 
 
 def reliability_diagram(cal_df: pd.DataFrame, runs_df: pd.DataFrame | None = None) -> Figure:

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from racer_bench.analysis import metrics as M
+from racer_bench.analysis import quality as Q
 
 Record = dict[str, Any]
 
@@ -78,6 +79,38 @@ def strict_block(records: Sequence[Record], metric: str | None) -> dict[str, Any
         out[f"strict_{metric}"] = M.mean_score(paired, metric, "strict_score")
         out["accuracy_delta"] = float(np.mean(deltas)) if deltas else float("nan")
         out["accuracy_delta_ci95"] = list(M.bootstrap_ci(deltas))
+    return out | quality_block(paired)
+
+
+GAP_QUANTILES = (0.0, 0.1, 0.25, 0.5, 0.75, 0.9, 1.0)
+
+
+def mean_with_ci(name: str, values: Sequence[float]) -> dict[str, Any]:
+    """``name``: the mean over prompts (NaN when none), ``name_ci95``: its bootstrap interval
+    over prompts, ``name_n``: how many prompts it covers."""
+    mean = float(np.mean(values)) if len(values) else float("nan")
+    return {name: mean, f"{name}_ci95": list(M.bootstrap_ci(values)), f"{name}_n": len(values)}
+
+
+def quality_block(paired: Sequence[Record]) -> dict[str, Any]:
+    """What the lossy verifier changed, per prompt against strict greedy (``quality.py``):
+    answer agreement, target log-likelihood gap (with its per-prompt quantiles), first
+    divergence; each with a paired bootstrap 95 % interval. Prompts without a measure (older
+    records, tasks without answers) are left out of it; none at all gives NaN."""
+    gaps = Q.measured([Q.logprob_gap(r) for r in paired])
+    regrets = [sum(M.step_column(r, "method", "regret")) for r in paired]
+    out = mean_with_ci("agreement", Q.measured([Q.agreement(r) for r in paired]))
+    out |= mean_with_ci("logprob_gap", gaps)
+    if gaps:
+        levels = np.quantile(gaps, GAP_QUANTILES).tolist()
+        out["logprob_gap_quantiles"] = {
+            f"p{q * 100:g}": v for q, v in zip(GAP_QUANTILES, levels, strict=True)
+        }
+        for mode in ("method", "strict"):
+            values = Q.measured([Q.mean_logprob(r, mode) for r in paired])
+            out[f"{mode}_logprob"] = float(np.mean(values)) if values else float("nan")
+    out |= mean_with_ci("first_divergence", [Q.record_first_divergence(r) for r in paired])
+    out["regret_per_prompt_ci95"] = list(M.bootstrap_ci(regrets))
     return out
 
 

@@ -53,11 +53,16 @@ SUMMARY_KEYS = {
     "strict_tokens_per_s": "asd/strict_tokens_per_s",
     "exceptions_per_prompt": "asd/exceptions_per_prompt",
     "regret_per_prompt": "asd/regret_per_prompt",
+    "agreement": "asd/agreement",
+    "logprob_gap": "asd/logprob_gap",
+    "first_divergence": "asd/first_divergence",
     "n_prompts": "run/n_prompts",
     "n_failed": "run/n_failed",
     "new_tokens": "run/new_tokens",
 }
-CI_KEYS = {"speedup_ci95": "speed/speedup", "accuracy_delta_ci95": "asd/accuracy_delta"}
+CI_KEYS = {"speedup_ci95": "speed/speedup", "accuracy_delta_ci95": "asd/accuracy_delta",
+           "agreement_ci95": "asd/agreement", "logprob_gap_ci95": "asd/logprob_gap",
+           "first_divergence_ci95": "asd/first_divergence"}  # fmt: skip
 
 
 @dataclass

@@ -89,6 +89,9 @@ class Task:
     name: ClassVar[str] = "task"
     metric: ClassVar[str | None] = None  # headline score name in the summary, e.g. "pass@1"
     category_aliases: ClassVar[dict[str, tuple[str, ...]]] = {}  # name -> member categories
+    # agreement() reads only the two texts (no reference, no execution): it can be recomputed
+    # from recorded outputs (racer_bench.analysis.frames)
+    agreement_from_text: ClassVar[bool] = False
 
     def __init__(
         self,
@@ -184,6 +187,11 @@ class Task:
     def score(self, prompt: Prompt, outputs: list[str]) -> dict[str, float]:
         """Scores of the final outputs (one per turn); speed-only tasks return ``{}``."""
         return {}
+
+    def agreement(self, prompt: Prompt, outputs: list[str], reference: list[str]) -> float | None:
+        """1.0 when ``outputs`` give the same final answer as ``reference`` (strict greedy's
+        outputs on the same prompt), else 0.0; None for tasks without an answer to compare."""
+        return None
 
     def report_category(self, category: str) -> str:
         """Group a category is reported under (identity; Spec-Bench merges MT-Bench)."""

@@ -15,7 +15,7 @@ from typing import Annotated, Any, ClassVar
 from annotated_types import Interval
 
 from racer_bench.errors import ConfigError
-from racer_bench.scoring import gsm8k_gold, score_numeric
+from racer_bench.scoring import gsm8k_gold, numeric_answers_agree, score_numeric
 from racer_bench.tasks.base import Prompt, Task, conversation
 from racer_bench.tasks.exemplars import GSM8K_EXEMPLARS
 
@@ -29,6 +29,7 @@ class GSM8KTask(Task):
 
     name: ClassVar[str] = "gsm8k"
     metric: ClassVar[str | None] = "accuracy"
+    agreement_from_text: ClassVar[bool] = True
     question_prefix: ClassVar[str] = "Q: "
     answer_prefix: ClassVar[str] = "A: "
     exemplars: ClassVar[tuple[tuple[str, str], ...]] = GSM8K_EXEMPLARS
@@ -83,3 +84,7 @@ class GSM8KTask(Task):
 
     def score(self, prompt: Prompt, outputs: list[str]) -> dict[str, float]:
         return score_numeric(outputs[-1], prompt.reference["answer"])
+
+    def agreement(self, prompt: Prompt, outputs: list[str], reference: list[str]) -> float | None:
+        """Same final number (the one :meth:`score` extracts) as strict greedy's answer."""
+        return float(numeric_answers_agree(outputs[-1], reference[-1]))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any, ClassVar
 
+from racer_bench.behaviour import behaviour, same_behaviour
 from racer_bench.sandbox import run_python
 from racer_bench.schema import PositiveFloat
 from racer_bench.tasks.base import Prompt, Task
@@ -86,3 +87,19 @@ class HumanEvalTask(Task):
         program = f"{code}\n\n{ref['test']}\n\ncheck({ref['entry_point']})\n"
         passed, _ = run_python(program, timeout_s=self.timeout_s)
         return {"pass@1": float(passed)}
+
+    def agreement(self, prompt: Prompt, outputs: list[str], reference: list[str]) -> float | None:
+        """The two completions behave the same on the problem's tests: same outcome of every
+        assertion, same value of every call (:mod:`racer_bench.behaviour`). Identical
+        completions agree without running."""
+        if not self.execute:
+            return None
+        if outputs[0] == reference[0]:
+            return 1.0
+        chat, ref = self.prompt_style == "chat", prompt.reference
+        a, b = (
+            behaviour(program_for(prompt.turns[0], text, chat), ref["test"], ref["entry_point"],
+                      timeout_s=self.timeout_s)
+            for text in (outputs[0], reference[0])
+        )  # fmt: skip
+        return float(same_behaviour(a, b))

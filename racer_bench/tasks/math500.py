@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from typing import ClassVar
 
-from racer_bench.scoring import score_boxed
+from racer_bench.scoring import boxed_answers_agree, score_boxed
 from racer_bench.tasks.base import Prompt, Task, conversation
 
 INSTRUCTION = "Please reason step by step, and put your final answer within \\boxed{}."
@@ -22,6 +22,7 @@ class Math500Task(Task):
 
     name: ClassVar[str] = "math500"
     metric: ClassVar[str | None] = "accuracy"
+    agreement_from_text: ClassVar[bool] = True
 
     def load_all(self) -> list[Prompt]:
         with self.data_path().open(encoding="utf-8") as f:
@@ -49,3 +50,7 @@ class Math500Task(Task):
 
     def score(self, prompt: Prompt, outputs: list[str]) -> dict[str, float]:
         return score_boxed(outputs[-1], prompt.reference["answer"])
+
+    def agreement(self, prompt: Prompt, outputs: list[str], reference: list[str]) -> float | None:
+        """The last ``\\boxed{}`` is equivalent (math-verify) to strict greedy's."""
+        return float(boxed_answers_agree(outputs[-1], reference[-1]))

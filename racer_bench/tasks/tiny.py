@@ -19,10 +19,14 @@ TINY_TURNS: tuple[tuple[str, ...], ...] = (
 
 
 class TinyTask(Task):
-    """Six prompts in category ``tiny``; the score says whether the output is non-empty."""
+    """Six prompts in category ``tiny``; the score says whether the output is non-empty.
+
+    Its "answer" (for answer agreement with strict greedy) is the final output's last line.
+    """
 
     name: ClassVar[str] = "tiny"
     metric: ClassVar[str | None] = "nonempty"
+    agreement_from_text: ClassVar[bool] = True
 
     def load_all(self) -> list[Prompt]:
         return [
@@ -32,3 +36,13 @@ class TinyTask(Task):
 
     def score(self, prompt: Prompt, outputs: list[str]) -> dict[str, float]:
         return {"nonempty": float(all(out.strip() for out in outputs))}
+
+    def agreement(self, prompt: Prompt, outputs: list[str], reference: list[str]) -> float | None:
+        """A stand-in answer for smoke runs: the last non-empty line of the final output."""
+        return float(last_line(outputs[-1]) == last_line(reference[-1]))
+
+
+def last_line(text: str) -> str:
+    """The last line of ``text`` that is not blank, stripped ("" when there is none)."""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return lines[-1] if lines else ""

@@ -64,3 +64,26 @@ def test_a_grid_with_other_settings_is_refused_in_the_same_folder(grid_dir):
     with pytest.raises(ConfigError, match=r"holds a grid point run with other max_new_tokens"):
         run_grid([*BASE, "max_new_tokens=8"], [STRICT_POINT, LOOSE_POINT], out)
     assert [(out / str(i) / "prompts.jsonl").read_bytes() for i in range(2)] == before
+
+
+def test_budget_zero_point_agrees_exactly(grid_dir):
+    _, summaries = grid_dir
+    strict = summaries[0]
+    assert strict["agreement"] == 1.0 and strict["agreement_ci95"] == [1.0, 1.0]
+    assert strict["logprob_gap"] == 0.0 and strict["logprob_gap_ci95"] == [0.0, 0.0]
+    assert strict["logprob_gap_quantiles"]["p0"] == strict["logprob_gap_quantiles"]["p100"] == 0
+    assert strict["first_divergence"] == 1.0
+    assert strict["agreement_n"] == strict["logprob_gap_n"] == 3
+
+
+def test_loose_point_loses_target_likelihood(grid_dir):
+    out, summaries = grid_dir
+    loose = summaries[1]
+    assert loose["logprob_gap"] < 0  # accepted mismatches are tokens the target ranked lower
+    low, high = loose["logprob_gap_ci95"]
+    assert low <= loose["logprob_gap"] <= high
+    assert loose["method_logprob"] < loose["strict_logprob"]
+    assert 0 <= loose["first_divergence"] < 1 and 0 <= loose["agreement"] <= 1
+    for record in R.load_prompts(out / "1"):  # per-prompt values, so summaries can be redone
+        assert record["agreement"] in (0.0, 1.0)
+        assert all("target_logprob" in t for m in ("method", "strict") for t in record[m]["turns"])

@@ -59,6 +59,24 @@ def test_run_writes_the_output_contract(compose_cfg, tmp_path):
     assert summary["mat"] >= 1.0
 
 
+def test_a_lossy_run_measures_quality_against_strict(compose_cfg, tmp_path):
+    cfg = compose_cfg(*SMOKE, "method=pld", "task.limit=3", "verifier=asd", "verifier.budget=50",
+                      "verifier.gate=100", "verifier.cap=4")  # fmt: skip
+    summary = run(cfg, tmp_path, {"method": "pld", "verifier": "asd"})
+    assert summary["logprob_gap"] < 0 and summary["logprob_gap_n"] == 3
+    assert summary["agreement_n"] == 3 and 0 <= summary["first_divergence"] < 1
+    record = load_prompts(tmp_path)[0]
+    assert "agreement" in record and "target_logprob" in record["strict"]["turns"][0]
+    assert "target_logprob" not in record["baseline"]["turns"][0]  # AR is not paired
+
+
+def test_a_lossy_run_at_budget_zero_has_no_quality_loss(compose_cfg, tmp_path):
+    cfg = compose_cfg(*SMOKE, "method=pld", "task.limit=2", "verifier=asd", "verifier.budget=0")
+    summary = run(cfg, tmp_path, {"method": "pld", "verifier": "asd"})
+    assert summary["agreement"] == 1.0 and summary["logprob_gap"] == 0.0
+    assert summary["first_divergence"] == 1.0 and summary["divergence"] == 0.0
+
+
 def test_failed_prompt_is_recorded_and_run_goes_on(compose_cfg, tmp_path):
     cfg = compose_cfg(*SMOKE, "task.limit=3", FLAKY, "+task.fail_on=1")
     summary = run(cfg, tmp_path)

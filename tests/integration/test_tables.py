@@ -124,6 +124,22 @@ def test_asd_table_shows_front_and_frozen_setting(results: Path, tables: dict[st
     assert frozen[4] == f"{row['strict_mat']:.2f} → {row['mat']:.2f}"
 
 
+def test_asd_table_shows_quality_measures_or_marks_them_missing(
+    results: Path, tables: dict[str, str]
+) -> None:
+    rows = list(md_rows(tables["asd"]).values())
+    header = next(line for line in tables["asd"].splitlines() if line.startswith("| task"))
+    names = [h.strip() for h in header.strip("|").split(" | ")]
+    df = F.runs_frame(F.load_runs(results / "asd"))
+    row = df[df["verifier.budget"] == 8.0].query("`verifier.gate` == 0.25").iloc[0]
+    frozen = next(r for r in rows if r[2] == "B=8 g=0.25 M=2")
+    cell = dict(zip(names, frozen, strict=True))
+    # fake records hold no log-probabilities: not measured; agreement comes from their texts
+    assert cell["log-lik gap (nats/token) [95% CI]"] == "not measured"
+    assert cell["answer agreement [95% CI]"].startswith(f"{row['agreement']:.0%} [")
+    assert cell["first divergence [95% CI]"].startswith(f"{row['first_divergence']:.0%} [")
+
+
 def test_latex_is_escaped(tables: dict[str, str]) -> None:
     tex = tables["tex"]
     assert tex.count(r"\begin{tabular}") == 5 and r"\label{tab:asd}" in tex

@@ -112,6 +112,15 @@ def test_namespaced_keys_and_missing_values() -> None:
     assert "speed/baseline_tokens_per_s" not in out
 
 
+def test_asd_quality_measures_are_logged() -> None:
+    summary = {"agreement": 0.5, "agreement_ci95": [0.3, 0.7], "logprob_gap": -0.2,
+               "logprob_gap_ci95": [-0.3, -0.1], "first_divergence": 0.4}  # fmt: skip
+    out = tracking.namespaced(summary)
+    assert out["asd/agreement"] == 0.5 and out["asd/agreement_ci_low"] == 0.3
+    assert out["asd/logprob_gap"] == -0.2 and out["asd/logprob_gap_ci_high"] == -0.1
+    assert out["asd/first_divergence"] == 0.4
+
+
 def test_mode_auto_goes_offline_without_a_key(tmp_path: Path) -> None:
     no_netrc = {"NETRC": str(tmp_path / "missing")}
     assert tracking.resolve_mode("auto", no_netrc) == "offline"

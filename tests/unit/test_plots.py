@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from matplotlib.collections import PathCollection
 from matplotlib.patches import Rectangle
 
 from racer_bench.analysis import frames as F
@@ -33,6 +34,14 @@ def test_pareto_front_keeps_undominated_points() -> None:
     y = np.array([3.0, 2.0, 1.0, 1.0, 9.0, 1.0])
     # (1, 1) is beaten by (1, 2); the duplicate (2, 1) points do not beat each other
     assert P.pareto_front(x, y).tolist() == [True, True, True, False, False, True]
+
+
+def test_pareto_front_over_more_columns_skips_unmeasured_ones() -> None:
+    gain = np.array([3.0, 2.0, 1.0])
+    agreement = np.array([0.1, 0.5, 0.4])
+    unmeasured = np.full(3, np.nan)
+    assert P.pareto_front(gain, agreement, unmeasured).tolist() == [True, True, False]
+    assert P.pareto_front(gain, np.array([0.1, 0.5, 0.9])).tolist() == [True, True, True]
 
 
 def test_speedup_bars_have_one_bar_per_run_and_ci_whiskers(runs: list[F.Run]) -> None:
@@ -98,6 +107,23 @@ def test_asd_frontier_marks_pareto_points(tmp_path: Path) -> None:
     default = df[df["verifier.budget"] == 8.0].iloc[0]
     assert default["label"] == "PLD + ASD"  # the YAML defaults: no variant in the label
     assert P.asd_label(default) == "B=8 g=0.25 M=2"
+
+
+def test_asd_frontier_has_a_panel_per_quality_measure(tmp_path: Path) -> None:
+    for i, (method, budget) in enumerate((("pld", 4.0), ("pld", 8.0), ("racer", 8.0))):
+        write_run(tmp_path, f"r{i}", method, "gsm8k", ("gsm8k",), 6, verifier="asd",
+                  strict=True, verifier_cfg={"budget": budget}, seed=i)  # fmt: skip
+    df = F.runs_frame(F.load_runs(tmp_path))
+    fig = P.asd_frontier(df.assign(logprob_gap=[-0.1, -0.3, -0.2]))
+    loglik = fig.axes[2]
+    assert "log-lik" in loglik.get_xlabel()
+    points = [c for c in loglik.collections if isinstance(c, PathCollection)]
+    loss = sorted({round(float(x), 6) for c in points for x, _ in c.get_offsets()})
+    assert loss == pytest.approx([0.1, 0.2, 0.3])  # loss = minus the gap
+    assert [t.get_text() for t in fig.legends[0].get_texts()] == ["PLD", "RACER"]
+    unmeasured = P.asd_frontier(df.drop(columns=["logprob_gap"]))
+    assert [t.get_text() for t in unmeasured.axes[2].texts] == [P.NOT_MEASURED]
+    assert not unmeasured.axes[2].collections
 
 
 def test_figures_refuse_frames_without_their_data(runs: list[F.Run]) -> None:

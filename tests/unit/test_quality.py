@@ -1,0 +1,70 @@
+"""Quality measures of a lossy verifier against strict greedy, without a model."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from racer_bench.analysis import quality as Q
+from racer_bench.scoring import boxed_answers_agree, numeric_answers_agree
+
+
+def record(method: list[list[int]], strict: list[list[int]], lp=None, slp=None, **extra):
+    def mode(turns, logprobs):
+        out = [{"tokens": t} for t in turns]
+        for turn, value in zip(out, logprobs or [], strict=False):
+            turn[Q.LOGPROB_KEY] = value
+        return {"turns": out}
+
+    return {"method": mode(method, lp), "strict": mode(strict, slp), **extra}
+
+
+def test_first_divergence_is_a_share_of_the_output():
+    assert Q.first_divergence([1, 2, 3, 4], [1, 2, 3, 4]) == 1.0
+    assert Q.first_divergence([1, 2, 9, 4], [1, 2, 3, 4]) == 0.5
+    assert Q.first_divergence([9, 2], [1, 2]) == 0.0
+    assert Q.first_divergence([1, 2], [1, 2, 3, 4]) == 1.0  # stopped first: all it wrote agrees
+    assert Q.first_divergence([1, 2, 3, 4], [1, 2]) == 0.5
+    assert Q.first_divergence([], [1]) == 0.0
+
+
+def test_first_divergence_concatenates_turns():
+    r = record([[1, 2], [3, 4]], [[1, 2], [3, 5]])
+    assert Q.record_first_divergence(r) == 0.75
+
+
+def test_logprob_gap_is_mean_per_token_difference():
+    r = record([[1, 2]], [[1, 2, 3, 4]], lp=[-2.0], slp=[-2.0])
+    assert Q.mean_logprob(r, "method") == -1.0
+    assert Q.logprob_gap(r) == pytest.approx(-1.0 + 0.5)
+    same = record([[1, 2], [3]], [[1, 2], [3]], lp=[-1.25, -0.5], slp=[-1.25, -0.5])
+    assert Q.logprob_gap(same) == 0.0
+
+
+def test_logprob_gap_not_measured_without_the_field():
+    assert math.isnan(Q.logprob_gap(record([[1]], [[1]])))
+    assert math.isnan(Q.logprob_gap(record([[1], [2]], [[1], [2]], lp=[-1.0], slp=[-1.0, -1.0])))
+
+
+def test_agreement_reads_the_record():
+    assert Q.agreement({"agreement": 1.0}) == 1.0
+    assert Q.agreement({"agreement": 0.0}) == 0.0
+    assert math.isnan(Q.agreement({"agreement": None}))
+    assert math.isnan(Q.agreement({}))
+    assert Q.measured([1.0, math.nan, 0.0]) == [1.0, 0.0]
+
+
+def test_numeric_answers_agree_on_the_final_number():
+    assert numeric_answers_agree("so 3 + 4 = 7. The answer is 7.", "The answer is 7.00")
+    assert numeric_answers_agree("The answer is 1,000", "total 5 ... #### 1000")
+    assert not numeric_answers_agree("The answer is 7.", "The answer is 8.")
+    assert not numeric_answers_agree("The answer is 7.", "no number")
+    assert numeric_answers_agree("no number", "nothing either")
+
+
+def test_boxed_answers_agree_under_math_verify():
+    assert boxed_answers_agree("so \\boxed{\\frac{1}{2}}", "it is \\boxed{0.5}")
+    assert not boxed_answers_agree("\\boxed{3}", "\\boxed{4}")
+    assert not boxed_answers_agree("\\boxed{3}", "no box")
+    assert boxed_answers_agree("no box", "none")
