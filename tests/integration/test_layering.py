@@ -25,3 +25,23 @@ def test_racer_bench_never_imports_methods():
         if any(m == "methods" or m.startswith("methods.") for m in imported_modules(path))
     ]
     assert offenders == []
+
+
+def offenders(folder: str, banned: tuple[str, ...]) -> list[str]:
+    """Files under ``racer_bench/<folder>`` importing a module under one of ``banned``."""
+    return [
+        str(path.relative_to(REPO))
+        for path in (REPO / "racer_bench" / folder).rglob("*.py")
+        if any(m == b or m.startswith(f"{b}.") for m in imported_modules(path) for b in banned)
+    ]
+
+
+def test_the_native_engine_imports_neither_vllm_nor_the_layers_above_it():
+    banned = ("vllm", "racer_bench.vllm_backend", "racer_bench.analysis", "racer_bench.runner")
+    assert offenders("engine", banned) == []
+
+
+def test_only_the_vllm_backends_engine_modules_import_vllm():
+    allowed = {"racer_bench/vllm_backend/run.py", "racer_bench/vllm_backend/plugin.py"}
+    importing = set(offenders("", ("vllm",)))
+    assert importing <= allowed
