@@ -14,7 +14,13 @@ import argparse
 from collections.abc import Sequence
 from pathlib import Path
 
-from racer_bench.analysis.batches import acceptance_table, load_runs, plot_speedups, speed_table
+from racer_bench.analysis.batches import (
+    acceptance_table,
+    ar_agreement,
+    load_runs,
+    plot_speedups,
+    speed_table,
+)
 
 
 def main(argv: Sequence[str] | None = None) -> str:
@@ -27,7 +33,11 @@ def main(argv: Sequence[str] | None = None) -> str:
     args = parser.parse_args(argv)
     rows = load_runs(sorted(p for p in args.vllm if p.is_dir()),
                      sorted(p for p in args.native if p.is_dir()))  # fmt: skip
-    text = "\n\n".join([speed_table(rows), acceptance_table(rows, args.depth)]) + "\n"
+    parts = [speed_table(rows), acceptance_table(rows, args.depth)]
+    if args.vllm and args.native:
+        same, total = ar_agreement(sorted(args.vllm)[0], sorted(args.native)[0])
+        parts.append(f"vLLM's AR at batch 1 equals our loop's AR on {same} of {total} prompts.")
+    text = "\n\n".join(parts) + "\n"
     if args.out:
         args.out.write_text(text, encoding="utf-8")
     if args.figure:

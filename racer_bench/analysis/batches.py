@@ -160,3 +160,20 @@ def plot_speedups(rows: Sequence[MethodSpeeds], path: Path) -> Path:
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return path
+
+
+def ar_agreement(vllm_run: Path, native_run: Path) -> tuple[int, int]:
+    """(prompts whose AR output is the same token for token, prompts in both): vLLM's AR at
+    batch 1 against our loop's AR. Two engines' float32 kernels may round differently."""
+    native = {r["id"]: _tokens(r, "baseline") for r in R.load_prompts(native_run)}
+    same = total = 0
+    for record in R.load_prompts(vllm_run):
+        if record.get("batch_size") != 1 or record.get("prompt_id") not in native:
+            continue
+        total += 1
+        same += _tokens(record, "baseline") == native[record["prompt_id"]]
+    return same, total
+
+
+def _tokens(record: dict[str, Any], mode: str) -> list[list[int]]:
+    return [t["tokens"] for t in M.turns(record, mode)]

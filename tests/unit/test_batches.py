@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import json
 
-from racer_bench.analysis.batches import acceptance_table, load_runs, plot_speedups, speed_table
+from racer_bench.analysis.batches import (
+    acceptance_table,
+    ar_agreement,
+    load_runs,
+    plot_speedups,
+    speed_table,
+)
 from racer_bench.vllm_backend.records import turn_record
 
 
@@ -38,3 +44,16 @@ def test_table_rows_per_method_and_native_batch_one_beside(tmp_path):
     acceptance = acceptance_table(rows, 2)
     assert "| pld (chain) | native | 0.50 | 0.50 |" in acceptance  # from the native records
     assert plot_speedups(rows, tmp_path / "fig.png").stat().st_size > 1000
+
+
+def test_ar_agreement_pairs_vllm_batch_one_with_native_by_prompt(tmp_path):
+    def rec(tokens, **extra):
+        return {"status": "ok", "baseline": {"turns": [{"tokens": tokens}]}, **extra}
+
+    vllm = [rec([1, 2], id="a@b1", prompt_id="a", batch_size=1),
+            rec([1, 3], id="b@b1", prompt_id="b", batch_size=1),
+            rec([9], id="a@b4", prompt_id="a", batch_size=4)]  # fmt: skip
+    native = [rec([1, 2], id="a"), rec([1, 2], id="b")]
+    write_run(tmp_path / "v", {}, {}, vllm)
+    write_run(tmp_path / "n", {}, {}, native)
+    assert ar_agreement(tmp_path / "v", tmp_path / "n") == (1, 2)
