@@ -86,7 +86,7 @@ class SuffixDrafter:
         max_spec_tokens: PositiveInt = 64,
         max_tree_depth: PositiveInt = 64,
         max_spec_factor: Annotated[float, Ge(0)] = 1.0,
-        max_spec_offset: float = 0.0,
+        max_spec_offset: Annotated[float, Interval(ge=-1024, le=1024)] = 0.0,
         min_token_prob: Annotated[float, Interval(ge=0, le=1)] = 0.1,
         max_cached_requests: Annotated[int, Ge(-1)] = 100000,
         use_tree_spec: bool = True,
