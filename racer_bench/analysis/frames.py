@@ -43,12 +43,13 @@ log = logging.getLogger(__name__)
 CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
 INCOMPLETE_FILE = "INCOMPLETE"
 PAIR_KEYS = ("model", "dtype", "device")  # must agree across every compared run
-CAPACITY_KEYS = ("capacity", "draft_tree_capacity", "num_draft")  # method keys that size a draft
+CAPACITY_KEYS = ("capacity", "draft_tree_capacity", "num_draft", "max_spec_tokens")  # draft sizes
 SKIP_KEYS = ("_target_", "_partial_")
 METHOD_NAMES = {
     "ar": "AR", "pld": "PLD", "rest": "REST", "lookahead": "Lookahead",
     "recycling": "Token Recycling", "logitspec": "LogitSpec", "racer": "RACER",
     "sps": "SpS", "medusa": "Medusa", "eagle3": "EAGLE-3", "dspark": "DSpark",
+    "suffix": "SuffixDecoding", "sam": "SAM-Decoding",
 }  # fmt: skip
 METHOD_ORDER = tuple(METHOD_NAMES)
 TASK_NAMES = {
