@@ -239,9 +239,23 @@ class Engines:
         dtype = str(target.dtype).removeprefix("torch.")
         key = json.dumps([self.model_path, dtype, cfg.seed, self.recorded_env(),
                           OmegaConf.to_container(backend, resolve=True)])  # fmt: skip
+        self.stateful = keeps_state(method)
+        self._build = (self.model_path, backend, dtype, cfg.seed)
         with environment(self.env):
             self.baseline = baseline_engine(key, self.model_path, backend, dtype, cfg.seed)
-            self.method = make_llm(self.model_path, backend, dtype, cfg.seed, self.speculative)
+        self.method = self.new_method_engine()
+
+    def new_method_engine(self) -> Any:
+        """A fresh engine with the method (its proposers start with no state)."""
+        with environment(self.env):
+            return make_llm(*self._build, self.speculative)
+
+    def restart_if_stateful(self) -> None:
+        """Before another batch size: a method that learns across requests starts afresh, so
+        it never drafts a prompt from its own output at an earlier batch size."""
+        if self.stateful:
+            self.close()
+            self.method = self.new_method_engine()
 
     def close(self) -> None:
         """Shut the method's engine down (the baseline engine stays for the next run)."""
@@ -256,6 +270,13 @@ class Engines:
         if "LD_PRELOAD" in env:
             env["LD_PRELOAD"] = " ".join(Path(p).name for p in env["LD_PRELOAD"].split())
         return env
+
+
+def keeps_state(method: Any) -> bool:
+    """Whether the method learns across requests (vLLM's suffix cache, persisting drafters)."""
+    if isinstance(method, VllmBuiltin):
+        return method.method == "suffix"
+    return bool(getattr(method, "persist_across_prompts", False))
 
 
 _BASELINES: dict[str, Any] = {}
@@ -283,7 +304,9 @@ def run_batches(cfg: DictConfig, engines: Engines, task: Task, target: Any, prom
                 params: Any, run_dir: Path) -> None:  # fmt: skip
     """Every batch size, every batch on both engines (order alternating), one line per prompt."""
     tokenizer = target.tokenizer
-    for b in cfg.backend.batch_sizes:
+    for i, b in enumerate(cfg.backend.batch_sizes):
+        if i:
+            engines.restart_if_stateful()
         chunks = [prompts[i : i + b] for i in range(0, len(prompts), b)]
         for c, chunk in enumerate(tqdm(chunks, desc=f"batch {b}", unit="batch")):
             order = [("baseline", engines.baseline), ("method", engines.method)]
@@ -294,13 +317,22 @@ def run_batches(cfg: DictConfig, engines: Engines, task: Task, target: Any, prom
                 R.append_prompt(run_dir, prompt_record(prompt, c * b + j, b, c, task, per_mode))
 
 
-def warm_up(engines: Engines, task: Task, target: Any, prompts: list[Prompt], n: int) -> None:
-    """A short generation on both engines (first-call costs are not measured)."""
-    if n <= 0 or not prompts:
+WARM_UP_TEXT = "Warm-up: count from one to twenty in words."
+
+
+def warm_up(engines: Engines, target: Any, n: int) -> None:
+    """A short generation on both engines (first-call costs are not measured), on a text of its
+    own, so a method that learns across requests has seen none of the task's prompts."""
+    if n <= 0:
         return
-    params = sampling_params(target, task, 32)
+    from vllm import SamplingParams
+    from vllm.inputs import TokensPrompt
+
+    ids = TokensPrompt(prompt_token_ids=target.tokenizer.encode(WARM_UP_TEXT))
+    params = SamplingParams(temperature=0.0, max_tokens=32)
     for llm in (engines.baseline, engines.method):
-        generate_batch(llm, prompts[:1], task, target.tokenizer, params, engines.log)
+        llm.generate([ids], params, use_tqdm=False)
+    engines.log.read_new()  # its proposer notes are not part of the run
 
 
 def run(cfg: DictConfig, run_dir: Path, choices: dict[str, str]) -> dict[str, Any]:
@@ -328,7 +360,7 @@ def run(cfg: DictConfig, run_dir: Path, choices: dict[str, str]) -> dict[str, An
             run_dir / R.MANIFEST_FILE,
             manifest(cfg, choices, target, method, task, engines, receives, max_new),
         )
-        warm_up(engines, task, target, prompts, cfg.warmup_prompts)
+        warm_up(engines, target, cfg.warmup_prompts)
         (run_dir / R.INCOMPLETE_FILE).write_text("run not finished\n")
         try:
             run_batches(cfg, engines, task, target, prompts,

@@ -16,7 +16,7 @@ import pytest
 from racer_bench.errors import ConfigError
 from racer_bench.runner import check_native
 from racer_bench.vllm_backend.peers import VllmBuiltin
-from racer_bench.vllm_backend.run import inside_vllm, speculative_config
+from racer_bench.vllm_backend.run import inside_vllm, keeps_state, speculative_config
 from tests.conftest import REPO
 
 
@@ -39,6 +39,13 @@ def test_speculative_configs_and_labels():
     )
     with pytest.raises(ValueError, match="prompt_lookup_min"):
         VllmBuiltin("ngram", prompt_lookup_min=4, prompt_lookup_max=2)
+
+
+def test_methods_that_learn_across_requests_are_known():
+    assert keeps_state(VllmBuiltin("suffix"))
+    assert not keeps_state(VllmBuiltin("ngram"))
+    assert keeps_state(type("D", (), {"persist_across_prompts": True})())
+    assert not keeps_state(type("D", (), {})())
 
 
 def test_a_method_run_with_less_than_it_needs_is_labelled(compose_cfg, tiny_target):
