@@ -59,6 +59,23 @@ def test_run_writes_the_output_contract(compose_cfg, tmp_path):
     assert summary["mat"] >= 1.0
 
 
+def test_run_records_where_and_under_what_load_it_was_measured(compose_cfg, tmp_path):
+    cfg = compose_cfg(*SMOKE, "method=pld", "task.limit=2", "engine=eager")
+    summary = run(cfg, tmp_path, {"method": "pld"})
+    manifest = json.loads((tmp_path / "manifest.json").read_text())
+    fingerprint = manifest["hardware"]
+    assert fingerprint["id"] and fingerprint["label"] and "isa" in fingerprint
+    assert fingerprint["threads"] == manifest["threads"]
+    assert manifest["engine_choice"]["chosen"] == "eager"
+    assert "requested" in manifest["engine_choice"]["why"]
+    assert manifest["git_sha"] is not None and "git_dirty" in manifest
+    assert summary["hardware"] == {"id": fingerprint["id"], "label": fingerprint["label"]}
+    load = json.loads((tmp_path / "summary.json").read_text())["load"]
+    assert load["steps"] > 0 and load["wall_s"] > 0 and isinstance(load["alone"], bool)
+    assert "loadavg_start" in load and "loadavg_end" in load
+    assert summary["load_warning"] == load["warning"]
+
+
 def test_failed_prompt_is_recorded_and_run_goes_on(compose_cfg, tmp_path):
     cfg = compose_cfg(*SMOKE, "task.limit=3", FLAKY, "+task.fail_on=1")
     summary = run(cfg, tmp_path)
