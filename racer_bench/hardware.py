@@ -284,7 +284,10 @@ class LoadMeter:
         return self
 
     def stop(self, steps: int | None = None) -> dict[str, Any]:
-        """Load averages, steal and others' CPU share, this process's CPU/wall, ``alone``."""
+        """Load averages, steal and others' CPU share, this process's CPU/wall, ``alone``.
+
+        May be called again: each call measures from ``start()`` (a partial table's load).
+        """
         if self._t0 is None:
             raise RuntimeError("LoadMeter.stop() before start()")
         wall = time.perf_counter() - self._t0

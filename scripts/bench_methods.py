@@ -27,14 +27,17 @@ import torch
 from racer_bench.bench import (
     Runner,
     Tally,
+    bench_record,
     hf_runner,
     humaneval_prompts,
     interleave,
     loop_runner,
     markdown_table,
     method_setup,
+    setting_line,
 )
 from racer_bench.engine.drafter import NullDrafter
+from racer_bench.hardware import LoadMeter
 from racer_bench.models import load_smollm2
 
 DEFAULT_METHODS = ["pld", "racer", "logitspec", "recycling", "rest", "lookahead"]
@@ -104,6 +107,7 @@ def main() -> None:
         runners[spec] = loop_runner(target, drafter, n, scheduler)
     interleave(runners, prompts[:1], progress=False)  # warm-up, not counted
     start = time.time()
+    meter = LoadMeter().start()
 
     def render(tallies: dict[str, Tally], done: int) -> str:
         header = (
@@ -112,7 +116,12 @@ def main() -> None:
             f"{engine} engine, {time.time() - start:.0f} s"
         )
         table = markdown_table(tallies, base="ar", reference="ar")
-        return "\n".join([header, "", table, "", *ratio_lines(tallies, args.methods)])
+        lines = ratio_lines(tallies, args.methods)
+        return "\n".join([header, setting_line(load(tallies)), "", table, "", *lines])
+
+    def load(tallies: dict[str, Tally]) -> dict:
+        """The machine's load since the timed part began (every contender's steps)."""
+        return meter.stop(sum(t.steps for t in tallies.values()))
 
     def save(tallies: dict[str, Tally], done: int) -> None:
         """The table so far (a stopped run keeps its finished prompts) and the totals."""
@@ -120,9 +129,9 @@ def main() -> None:
             return
         out = Path(args.out).with_suffix(".md")
         out.write_text(render(tallies, done) + "\n")
-        totals = {k: {"tokens": t.tokens, "seconds": t.seconds, "mat": t.mat, "steps": t.steps}
-                  for k, t in tallies.items()}  # fmt: skip
-        out.with_suffix(".json").write_text(json.dumps(totals, indent=2))
+        record = bench_record(tallies, load(tallies), engine, prompts=done, max_new_tokens=n,
+                              prompt_style=args.prompt_style, methods=args.methods)  # fmt: skip
+        out.with_suffix(".json").write_text(json.dumps(record, indent=2))
 
     tallies = interleave(runners, prompts, on_prompt=save)
     print(render(tallies, len(prompts)))
