@@ -24,6 +24,7 @@ from racer_bench.analysis.tracking import LoggerConfig
 from racer_bench.engine.cost import DEFAULT_CONTEXT, CostProfile, check_spec, resolve_profile
 from racer_bench.engine.decode import LoopOptions, generate
 from racer_bench.engine.drafter import Drafter, NullDrafter
+from racer_bench.engine.engine_choice import choose_auto
 from racer_bench.engine.scheduler import FixedScheduler, Scheduler
 from racer_bench.engine.stopping import StopRule
 from racer_bench.engine.target import Engine, HFTarget
@@ -150,7 +151,7 @@ def build(cfg: DictConfig) -> Setup:
         torch.set_num_threads(int(cfg.num_threads))
     task: Task = construct(cfg.task, "task")
     target: HFTarget = construct(cfg.model, "model")
-    engine_choice = choose_engine(cfg, target)
+    target, engine_choice = choose_engine(cfg, target)
     verifier: Verifier = construct(cfg.verifier, "verifier")
     drafter = construct(cfg.method, "method", vocab_size=target.vocab_size)
     profile = cost_profile(cfg, target, drafter)
@@ -168,15 +169,22 @@ def build(cfg: DictConfig) -> Setup:
     return Setup(cfg, target, task, modes, options, max_new, profile, engine_choice)
 
 
-def choose_engine(cfg: DictConfig, target: HFTarget) -> dict[str, Any]:
-    """Switch ``target`` to the configured engine; what was asked, what runs, and why."""
+def choose_engine(cfg: DictConfig, target: HFTarget) -> tuple[HFTarget, dict[str, Any]]:
+    """The target on the configured engine, and what was asked, what runs and why.
+
+    ``engine=auto`` times both engines on first use on this machine and model
+    (:mod:`racer_bench.engine.engine_choice`); the timings go into the manifest.
+    """
     requested = str(cfg.get("engine", "auto"))
+    if requested == "auto":
+
+        def rebuild() -> HFTarget:
+            return construct(cfg.model, "model")
+
+        return choose_auto(target, cfg.paths.cache_dir, rebuild)
     chosen = target.set_engine(requested)
-    if requested != "auto":
-        why = f"engine={requested} was requested"
-    else:
-        why = f"auto: the rule picks fast on a CPU, eager elsewhere (device {target.device.type})"
-    return {"requested": requested, "chosen": chosen, "why": why}
+    return target, {"requested": requested, "chosen": chosen,
+                    "why": f"engine={requested} was requested"}  # fmt: skip
 
 
 def cost_profile(cfg: DictConfig, target: HFTarget, drafter: Drafter) -> CostProfile | None:
