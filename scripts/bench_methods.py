@@ -37,6 +37,7 @@ from racer_bench.bench import (
     setting_line,
 )
 from racer_bench.engine.drafter import NullDrafter
+from racer_bench.engine.engine_choice import choose_auto
 from racer_bench.hardware import LoadMeter
 from racer_bench.models import load_smollm2
 
@@ -90,7 +91,12 @@ def main() -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
     target = load_smollm2(args.cache_dir)
-    engine = target.set_engine(args.engine)
+    if args.engine == "auto":  # measured once per machine, cached beside the models
+        cache = Path(args.cache_dir).expanduser().parent
+        target, choice = choose_auto(target, cache, lambda: load_smollm2(args.cache_dir))
+    else:
+        choice = {"requested": args.engine, "chosen": target.set_engine(args.engine)}
+    engine = choice["chosen"]
     prompts = humaneval_prompts(target, args.limit, args.prompt_style)
     n = args.max_new_tokens
     runners: dict[str, Runner] = {"ar": loop_runner(target, NullDrafter(), n)}
@@ -130,7 +136,8 @@ def main() -> None:
         out = Path(args.out).with_suffix(".md")
         out.write_text(render(tallies, done) + "\n")
         record = bench_record(tallies, load(tallies), engine, prompts=done, max_new_tokens=n,
-                              prompt_style=args.prompt_style, methods=args.methods)  # fmt: skip
+                              prompt_style=args.prompt_style, methods=args.methods,
+                              engine_choice=choice)  # fmt: skip
         out.with_suffix(".json").write_text(json.dumps(record, indent=2))
 
     tallies = interleave(runners, prompts, on_prompt=save)
