@@ -229,11 +229,24 @@ def test_collect_sweep_orders_jobs_and_keeps_varying_overrides(tmp_path: Path) -
     collect.main(["--results", str(tmp_path / "multirun"), "--out", str(out)])
     rows = md_rows(out.read_text())
     assert list(rows) == ["0", "2", "10"]
+    assert "engine not recorded]" in out.read_text()  # the setting line names the machine
+    assert "Mixed machines" not in out.read_text()
     assert [r[1] for r in rows.values()] == ["method.capacity=1", "method.capacity=4",
                                             "method.capacity=1024"]  # fmt: skip
     csv = tmp_path / "sweep.csv"
     collect.main(["--results", str(tmp_path / "multirun"), "--out", str(csv)])
     assert len(pd.read_csv(csv)) == 3
+
+
+def test_collect_sweep_notes_jobs_on_other_machines(tmp_path: Path) -> None:
+    for job, cpu in enumerate(("CPU A", "CPU B")):
+        where = {"hardware": _fingerprint(cpu), "engine": {"engine": "fast"}}
+        write_run(tmp_path, str(job), "racer", seed=job, method_cfg={"capacity": 2 + job},
+                  manifest=where)  # fmt: skip
+    out = tmp_path / "sweep.md"
+    load_script("collect_sweep").main(["--results", str(tmp_path), "--out", str(out)])
+    (note,) = [n for n in out.read_text().splitlines() if "Mixed machines" in n]
+    assert "job 0 on CPU A, avx2, 2 cores (fast engine)" in note and "job 1 on CPU B" in note
 
 
 EXPERIMENTS = sorted(p.stem for p in (REPO / "conf" / "experiment").glob("*.yaml"))
