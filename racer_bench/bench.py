@@ -17,6 +17,7 @@ import torch
 from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
 
+from racer_bench import hardware
 from racer_bench.engine.decode import LoopOptions, generate
 from racer_bench.engine.drafter import Drafter
 from racer_bench.engine.scheduler import Scheduler
@@ -25,7 +26,8 @@ from racer_bench.engine.target import HFTarget
 from racer_bench.engine.verify import GreedyVerifier
 from racer_bench.schema import check
 
-CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
+REPO_ROOT = Path(__file__).resolve().parents[1]
+CONF_DIR = REPO_ROOT / "conf"
 
 
 @dataclass
@@ -178,3 +180,39 @@ def markdown_table(tallies: dict[str, Tally], base: str, reference: str) -> str:
             f"| {t.mat:.2f} | {hit:.1%} | {share:.1%} | {same}/{n} |"
         )
     return "\n".join(lines).replace("nan%", "-").replace("nan", "-")
+
+
+def totals(tallies: dict[str, Tally]) -> dict[str, dict[str, Any]]:
+    """Per-contender tokens, seconds, MAT and steps (JSON-ready)."""
+    return {
+        name: {"tokens": t.tokens, "seconds": t.seconds, "mat": t.mat, "steps": t.steps}
+        for name, t in tallies.items()
+    }
+
+
+def bench_record(
+    tallies: dict[str, Tally],
+    load: dict[str, Any] | None,
+    engine: str | None = None,
+    **settings: Any,
+) -> dict[str, Any]:
+    """What a bench script writes as JSON: where it ran (hardware fingerprint, git state, engine),
+    the machine's load over the timed part, the settings and the per-contender totals."""
+    from racer_bench.analysis.records import git_state
+
+    return {
+        "hardware": hardware.fingerprint(torch.get_num_threads()),
+        **git_state(REPO_ROOT),
+        "engine": engine,
+        "load": load,
+        "settings": settings,
+        "contenders": totals(tallies),
+    }
+
+
+def setting_line(load: dict[str, Any] | None = None) -> str:
+    """``measured on <fingerprint label> (hardware id ...)``, plus the load warning if any."""
+    fp = hardware.fingerprint(torch.get_num_threads())
+    line = f"measured on {fp['label']} (hardware id {fp['id']}), {fp['threads']} threads"
+    warning = (load or {}).get("warning")
+    return f"{line}; WARNING: {warning}" if warning else line

@@ -23,7 +23,7 @@ from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig, OmegaConf, open_dict
 from tqdm.auto import tqdm
 
-from racer_bench import runlock
+from racer_bench import hardware, runlock
 from racer_bench.analysis import records as R
 from racer_bench.cli import CONF_DIR
 from racer_bench.engine.verify import GreedyVerifier
@@ -34,6 +34,7 @@ from racer_bench.runner import (
     Setup,
     build,
     construct,
+    decode_steps,
     finalize,
     run_manifest,
     run_prompt,
@@ -130,8 +131,11 @@ def _run_grid(
     todo = [(i, p) for i, p in enumerate(prompts) if p.id not in done]
     for index in range(min(shared.cfg.warmup_prompts, len(prompts)) if todo else 0):
         run_prompt(shared, prompts[index], index)  # warm-up, not recorded
+    meter, steps = hardware.LoadMeter().start(), 0
     for index, prompt in tqdm(todo, desc="grid", unit="prompt"):
         record = safe_run_prompt(shared, prompt, index)
+        steps += decode_steps(record)
         for point, run_dir in enumerate(dirs):
             R.append_prompt(run_dir, split_record(record, point))
-    return [finalize(view, run_dir) for view, run_dir in zip(views, dirs, strict=True)]
+    load = meter.stop(steps) if todo else None
+    return [finalize(view, run_dir, load=load) for view, run_dir in zip(views, dirs, strict=True)]

@@ -16,7 +16,7 @@ from hydra.utils import get_object, instantiate
 from omegaconf import DictConfig, OmegaConf
 from tqdm.auto import tqdm
 
-from racer_bench import interrupts, resume, runlock
+from racer_bench import hardware, interrupts, resume, runlock
 from racer_bench.analysis import records as R
 from racer_bench.analysis import tracking
 from racer_bench.analysis.summary import summarize
@@ -24,6 +24,7 @@ from racer_bench.analysis.tracking import LoggerConfig
 from racer_bench.engine.cost import DEFAULT_CONTEXT, CostProfile, check_spec, resolve_profile
 from racer_bench.engine.decode import LoopOptions, generate
 from racer_bench.engine.drafter import Drafter, NullDrafter
+from racer_bench.engine.engine_choice import choose_auto
 from racer_bench.engine.scheduler import FixedScheduler, Scheduler
 from racer_bench.engine.stopping import StopRule
 from racer_bench.engine.target import Engine, HFTarget
@@ -59,6 +60,7 @@ class Setup:
     options: LoopOptions
     max_new_tokens: int
     profile: CostProfile | None = None  # the scheduler's cost curve, saved in the run folder
+    engine_choice: dict[str, Any] = field(default_factory=dict)  # requested, chosen, why
 
 
 @dataclass
@@ -152,7 +154,7 @@ def build(cfg: DictConfig) -> Setup:
         torch.set_num_threads(int(cfg.num_threads))
     task: Task = construct(cfg.task, "task")
     target: HFTarget = construct(cfg.model, "model")
-    target.set_engine(cfg.get("engine", "auto"))
+    target, engine_choice = choose_engine(cfg, target)
     verifier: Verifier = construct(cfg.verifier, "verifier")
     drafter = construct(cfg.method, "method", vocab_size=target.vocab_size)
     check_native(drafter, cfg)
@@ -168,7 +170,25 @@ def build(cfg: DictConfig) -> Setup:
     gc.collect()
     gc.freeze()  # model objects never die: keep full collections from pausing decode steps
     options = LoopOptions(max_draft=cfg.max_draft)
-    return Setup(cfg, target, task, modes, options, max_new, profile)
+    return Setup(cfg, target, task, modes, options, max_new, profile, engine_choice)
+
+
+def choose_engine(cfg: DictConfig, target: HFTarget) -> tuple[HFTarget, dict[str, Any]]:
+    """The target on the configured engine, and what was asked, what runs and why.
+
+    ``engine=auto`` times both engines on first use on this machine and model
+    (:mod:`racer_bench.engine.engine_choice`); the timings go into the manifest.
+    """
+    requested = str(cfg.get("engine", "auto"))
+    if requested == "auto":
+
+        def rebuild() -> HFTarget:
+            return construct(cfg.model, "model")
+
+        return choose_auto(target, cfg.paths.cache_dir, rebuild)
+    chosen = target.set_engine(requested)
+    return target, {"requested": requested, "chosen": chosen,
+                    "why": f"engine={requested} was requested"}  # fmt: skip
 
 
 def check_native(drafter: Drafter, cfg: DictConfig) -> None:
@@ -263,6 +283,7 @@ def run_manifest(setup: Setup, choices: dict[str, str]) -> dict[str, Any]:
             "dtype": str(setup.target.dtype).removeprefix("torch."),
             "device": R.device_name(setup.target.device),
             "engine": setup.target.engine_details,
+            "engine_choice": setup.engine_choice,
             "threads": torch.get_num_threads(),
             "seed": cfg.seed,
             "max_new_tokens": setup.max_new_tokens,
@@ -377,9 +398,12 @@ def run_prompts(
     tracker = tracking.start(setup.cfg, run_dir, choices)
     failed = True
     try:
+        meter, steps = hardware.LoadMeter().start(), 0
         for index, prompt in tqdm(todo, desc=choices.get("method", "method"), unit="prompt"):
-            R.append_prompt(run_dir, safe_run_prompt(setup, prompt, index))
-        summary = finalize(setup, run_dir, on_summary)
+            record = safe_run_prompt(setup, prompt, index)
+            R.append_prompt(run_dir, record)
+            steps += decode_steps(record)
+        summary = finalize(setup, run_dir, on_summary, meter.stop(steps) if todo else None)
         tracker.log_summary(summary, run_dir)
         failed = False
     finally:
@@ -398,16 +422,40 @@ def safe_run_prompt(setup: Setup, prompt: Prompt, index: int) -> dict[str, Any]:
         return failed_record(prompt, index, error)
 
 
+def decode_steps(record: dict[str, Any]) -> int:
+    """Decode steps of every mode of one prompt record (0 for a failed prompt)."""
+    return sum(
+        len(turn["steps"]["n_draft"])
+        for mode in record.values()
+        if isinstance(mode, dict) and "turns" in mode
+        for turn in mode["turns"]
+    )
+
+
 def finalize(
-    setup: Setup, run_dir: Path, on_summary: Callable[[dict[str, Any]], None] | None = None
+    setup: Setup,
+    run_dir: Path,
+    on_summary: Callable[[dict[str, Any]], None] | None = None,
+    load: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Summarize every prompt line of the run folder (resumed parts included)."""
+    """Summarize every prompt line of the run folder (resumed parts included).
+
+    ``load`` is the machine's load while this invocation ran its prompts
+    (:class:`racer_bench.hardware.LoadMeter`); a run that was not alone carries a warning.
+    """
     records = R.load_prompts(run_dir)
     category_of = getattr(setup.task, "report_category", lambda c: c)
     has_baseline = any(m.name == "baseline" for m in setup.modes)
     summary = summarize(records, setup.task.metric, has_baseline, category_of)
     summary["metric"] = setup.task.metric
     summary["run_dir"] = str(run_dir)
+    manifest_path = run_dir / R.MANIFEST_FILE
+    fingerprint = R.read_json(manifest_path).get("hardware") if manifest_path.exists() else None
+    if fingerprint:
+        summary["hardware"] = {"id": fingerprint.get("id"), "label": fingerprint.get("label")}
+    if load is not None:
+        summary["load"] = load
+        summary["load_warning"] = load.get("warning")
     R.write_json(run_dir / R.SUMMARY_FILE, summary)
     if on_summary:
         on_summary(summary)

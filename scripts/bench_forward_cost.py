@@ -19,10 +19,11 @@ import statistics
 
 import torch
 
-from racer_bench.bench import humaneval_prompts
+from racer_bench.bench import humaneval_prompts, setting_line
 from racer_bench.engine.cost import time_tree_forward, tree_shape
 from racer_bench.engine.structs import Draft
 from racer_bench.engine.target import HFTarget
+from racer_bench.hardware import LoadMeter
 from racer_bench.models import load_smollm2
 
 SHAPES = ("chain", "tree")
@@ -122,9 +123,11 @@ def main() -> None:
     for target in targets.values():
         target.prefill(prompt[:-1])
     root = prompt[-1]
+    meter = LoadMeter().start()
     medians = measure(targets, root, args.sizes, args.reps)
     print(f"smollm2_135m float32, prompt {len(prompt)} tokens, {torch.get_num_threads()} threads,"
-          f" {args.reps} interleaved repetitions (medians)\n")  # fmt: skip
+          f" {args.reps} interleaved repetitions (medians)")  # fmt: skip
+    print(setting_line(meter.stop()) + "\n")
     print(cost_table(medians, args.engines, args.sizes))
     print(f"\ncost = median tree time / median time of a {args.sizes[0]}-token chain forward, "
           "same engine")  # fmt: skip

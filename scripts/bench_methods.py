@@ -27,14 +27,18 @@ import torch
 from racer_bench.bench import (
     Runner,
     Tally,
+    bench_record,
     hf_runner,
     humaneval_prompts,
     interleave,
     loop_runner,
     markdown_table,
     method_setup,
+    setting_line,
 )
 from racer_bench.engine.drafter import NullDrafter
+from racer_bench.engine.engine_choice import choose_auto
+from racer_bench.hardware import LoadMeter
 from racer_bench.models import load_smollm2
 
 DEFAULT_METHODS = ["pld", "racer", "logitspec", "recycling", "rest", "lookahead"]
@@ -87,7 +91,12 @@ def main() -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
     target = load_smollm2(args.cache_dir)
-    engine = target.set_engine(args.engine)
+    if args.engine == "auto":  # measured once per machine, cached beside the models
+        cache = Path(args.cache_dir).expanduser().parent
+        target, choice = choose_auto(target, cache, lambda: load_smollm2(args.cache_dir))
+    else:
+        choice = {"requested": args.engine, "chosen": target.set_engine(args.engine)}
+    engine = choice["chosen"]
     prompts = humaneval_prompts(target, args.limit, args.prompt_style)
     n = args.max_new_tokens
     runners: dict[str, Runner] = {"ar": loop_runner(target, NullDrafter(), n)}
@@ -104,6 +113,7 @@ def main() -> None:
         runners[spec] = loop_runner(target, drafter, n, scheduler)
     interleave(runners, prompts[:1], progress=False)  # warm-up, not counted
     start = time.time()
+    meter = LoadMeter().start()
 
     def render(tallies: dict[str, Tally], done: int) -> str:
         header = (
@@ -112,7 +122,12 @@ def main() -> None:
             f"{engine} engine, {time.time() - start:.0f} s"
         )
         table = markdown_table(tallies, base="ar", reference="ar")
-        return "\n".join([header, "", table, "", *ratio_lines(tallies, args.methods)])
+        lines = ratio_lines(tallies, args.methods)
+        return "\n".join([header, setting_line(load(tallies)), "", table, "", *lines])
+
+    def load(tallies: dict[str, Tally]) -> dict:
+        """The machine's load since the timed part began (every contender's steps)."""
+        return meter.stop(sum(t.steps for t in tallies.values()))
 
     def save(tallies: dict[str, Tally], done: int) -> None:
         """The table so far (a stopped run keeps its finished prompts) and the totals."""
@@ -120,9 +135,10 @@ def main() -> None:
             return
         out = Path(args.out).with_suffix(".md")
         out.write_text(render(tallies, done) + "\n")
-        totals = {k: {"tokens": t.tokens, "seconds": t.seconds, "mat": t.mat, "steps": t.steps}
-                  for k, t in tallies.items()}  # fmt: skip
-        out.with_suffix(".json").write_text(json.dumps(totals, indent=2))
+        record = bench_record(tallies, load(tallies), engine, prompts=done, max_new_tokens=n,
+                              prompt_style=args.prompt_style, methods=args.methods,
+                              engine_choice=choice)  # fmt: skip
+        out.with_suffix(".json").write_text(json.dumps(record, indent=2))
 
     tallies = interleave(runners, prompts, on_prompt=save)
     print(render(tallies, len(prompts)))

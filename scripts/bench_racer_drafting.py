@@ -21,10 +21,12 @@ import torch
 import yaml
 
 from methods.racer import RacerDrafter
+from racer_bench.bench import setting_line
 from racer_bench.engine.decode import generate
 from racer_bench.engine.stopping import StopRule
 from racer_bench.engine.structs import Draft, DraftContext, Feedback, GenerationResult, Source
 from racer_bench.engine.verify import GreedyVerifier
+from racer_bench.hardware import LoadMeter
 from racer_bench.models import load_smollm2
 from racer_bench.tasks.humaneval import HumanEvalTask
 
@@ -103,6 +105,7 @@ def main() -> None:
     task = HumanEvalTask(limit=args.prompts, execute=False)
     prompts = [task.render(p, 0, [], target.tokenizer) for p in task.load()]
     for variant in args.variant or [""]:
+        meter = LoadMeter().start()
         results, timers = [], []
         for i, ids in enumerate(prompts):
             timer = TimedDrafter(RacerDrafter(target.vocab_size, **parse_variant(variant)))
@@ -111,6 +114,7 @@ def main() -> None:
             results.append(generate(target, timer, GreedyVerifier(), ids, stop, rng))
             timers.append(timer)
         print(summarise(variant, results, timers), flush=True)
+        print(setting_line(meter.stop(sum(len(r.steps) for r in results))), flush=True)
 
 
 if __name__ == "__main__":

@@ -21,7 +21,7 @@ import pandas as pd
 from racer_bench.analysis import frames as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from make_tables import Table, num, to_markdown
+from make_tables import Table, mixing_note, num, setting_text, to_markdown
 
 COLUMNS = (  # (runs-frame column, header, format)
     ("speedup", "speedup", "{:.2f}×"),
@@ -78,7 +78,9 @@ def sweep_table(df: pd.DataFrame, sort: str | None = None) -> Table:
         for _, row in df.iterrows()
     ]  # fmt: skip
     notes = [f"{len(df)} runs; model {df['model'].iloc[0]} ({df['dtype'].iloc[0]}) on "
-             f"{df['device'].iloc[0]}."]  # fmt: skip
+             f"{df['device'].iloc[0]} [{setting_text(df)}]."]  # fmt: skip
+    mixed = mixing_note(df, lambda row: f"job {row['run_id']}")
+    notes += [mixed] if mixed else []
     return Table("sweep", "Sweep", header, rows, notes)
 
 

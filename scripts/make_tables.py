@@ -25,7 +25,7 @@ import argparse
 import logging
 import math
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -86,8 +86,57 @@ def reported(numbers: dict[str, PN.Reported] | None) -> str:
     return f"{cell} ({numbers['mat'].text})" if "mat" in numbers else cell
 
 
-def context_notes(df: pd.DataFrame) -> list[str]:
-    """Model, dtype, hardware, output length and prompts behind a table."""
+def row_name(row: pd.Series) -> str:
+    """``RACER [lru=false] / Spec-Bench``: how a note names the run behind a table row."""
+    method = F.METHOD_NAMES.get(row["method"], row["method"])
+    variant = f" [{row['variant']}]" if row.get("variant") else ""
+    return f"{method}{variant} / {F.TASK_NAMES.get(row['task'], row['task'])}"
+
+
+SETTING_KEYS = ["hardware_id", "hardware", "engine"]
+MIXED_NOTE = "Mixed machines or engines"
+
+
+def setting_groups(df: pd.DataFrame) -> list[tuple[str, str, pd.DataFrame]]:
+    """The runs of ``df`` per (hardware fingerprint, engine): ``(label, engine, runs)``."""
+    columns = [c for c in SETTING_KEYS if c in df]
+    if len(columns) < len(SETTING_KEYS):  # frames without the columns: nothing recorded
+        return [(F.NOT_RECORDED_HARDWARE, F.NOT_RECORDED_ENGINE, df)]
+    keyed = df[SETTING_KEYS].fillna("").astype(str)
+    return [
+        (label, engine, df.loc[group.index])
+        for (_, label, engine), group in keyed.groupby(SETTING_KEYS, sort=False)
+    ]
+
+
+def setting_text(df: pd.DataFrame) -> str:
+    """``AMD EPYC, avx512, 2 cores, fast engine``; several joined when the runs differ."""
+    return "; ".join(f"{label}, {engine_words(engine)}" for label, engine, _ in setting_groups(df))
+
+
+def engine_words(engine: str) -> str:
+    return engine if engine == F.NOT_RECORDED_ENGINE else f"{engine} engine"
+
+
+def mixing_note(df: pd.DataFrame, name: Callable[[pd.Series], str] = row_name) -> str | None:
+    """A note naming the rows of each machine / engine when a table mixes them (else None)."""
+    groups = setting_groups(df)
+    if len(groups) < 2:
+        return None
+    parts = [
+        f"{', '.join(dict.fromkeys(name(row) for _, row in runs.iterrows()))} on {label} "
+        f"({engine_words(engine)})"
+        for label, engine, runs in groups
+    ]
+    return (
+        f"{MIXED_NOTE}: these rows were measured on different machines or engines, so their "
+        "speeds are not comparable with each other: " + "; ".join(parts) + "."
+    )
+
+
+def context_notes(df: pd.DataFrame, name: Callable[[pd.Series], str] = row_name) -> list[str]:
+    """Model, dtype, hardware (fingerprint and engine), output length and prompts behind a table,
+    and a note naming the rows concerned when the runs mix machines or engines."""
     first = df.iloc[0]
     lengths = ", ".join(
         f"{F.TASK_NAMES.get(t, t)} {int(n)}"
@@ -97,11 +146,14 @@ def context_notes(df: pd.DataFrame) -> list[str]:
         f"{F.TASK_NAMES.get(t, t)} {int(n)}"
         for t, n in df.groupby("task", sort=False)["n_prompts"].max().items()
     )
-    return [
-        f"Ours: {first['model']} ({first['dtype']}) on {first['device']}; max_new_tokens "
+    notes = [
+        f"Ours: {first['model']} ({first['dtype']}) on {first['device']} "
+        f"[{setting_text(df)}]; max_new_tokens "
         f"{lengths}; prompts {prompts}; greedy unless stated; speedup = AR wall time / method "
         "wall time on the same prompts (prefill included), MAT = tokens per target forward."
     ]
+    note = mixing_note(df, name)
+    return [*notes, note] if note else notes
 
 
 def rank_text(values: dict[str, float], pattern: str) -> str:
@@ -478,6 +530,12 @@ def asd_cells(row: pd.Series) -> list[str]:
     ]
 
 
+def asd_row_name(row: pd.Series) -> str:
+    """``GSM8K PLD B=8 g=0.25 M=2``: an ASD row as the table shows it."""
+    task, drafter, setting = asd_cells(row)[:3]
+    return f"{task} {drafter} {setting}"
+
+
 def asd_table(runs_df: pd.DataFrame, paper: bool) -> Table | None:
     """ASD vs strict greedy with the same drafter, per task and (B, g, M) setting."""
     if "gain_vs_strict" not in runs_df or runs_df["gain_vs_strict"].isna().all():
@@ -486,11 +544,13 @@ def asd_table(runs_df: pd.DataFrame, paper: bool) -> Table | None:
     header = list(ASD_HEADER)
     if paper:
         header += [f"{PN.column('asd')}: {h}" for h in ("gain", "MAT", "accuracy Δ", "divergence")]
-    rows = []
+    rows, shown = [], []
     for _, task_df in df.groupby("task", sort=False):
-        for _, row in asd_rows(task_df).iterrows():
+        shown.append(asd_rows(task_df))
+        for _, row in shown[-1].iterrows():
             rows.append(asd_cells(row) + (asd_paper_cells(row) if paper else []))
-    notes = [ASD_NOTE, *context_notes(df), *PN.citations(["asd"] if paper else [])]
+    notes = [ASD_NOTE, *context_notes(pd.concat(shown), asd_row_name)]
+    notes += PN.citations(["asd"] if paper else [])
     notes += asd_comparison_notes(df) if paper else []
     return Table("asd", "Approximate speculative decoding (lossy) vs strict greedy", header,
                  rows, notes)  # fmt: skip

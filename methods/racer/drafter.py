@@ -81,7 +81,7 @@ class RacerDrafter:
     """Retrieval-augmented logits tree drafter (see the module docstring)."""
 
     name: ClassVar[str] = "racer"
-    version: ClassVar[str] = "1"
+    version: ClassVar[str] = "2"  # 2: best-first tree by default (1: the reference tree)
 
     def __init__(
         self,

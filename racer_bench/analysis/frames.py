@@ -13,7 +13,9 @@ summarized the same way as a finished one. Frames:
   bins and its forward sizes against the run's cost curve.
 
 Runs are only compared when their model, dtype and hardware agree, and, within a task, their
-``max_new_tokens`` (:func:`check_comparable`).
+``max_new_tokens`` (:func:`check_comparable`). Every frame carries the run's hardware
+fingerprint (``hardware_id``, ``hardware``: its label) and ``engine``, so a table can say when
+the runs it puts side by side were measured on different machines or engines.
 """
 
 from __future__ import annotations
@@ -382,6 +384,27 @@ def scalars(block: dict[str, Any], metric: str | None) -> dict[str, Any]:
     return out
 
 
+NOT_RECORDED_HARDWARE = "hardware not recorded"
+NOT_RECORDED_ENGINE = "engine not recorded"
+
+
+def hardware_of(manifest: dict[str, Any]) -> tuple[str, str]:
+    """``(id, label)`` of the run's hardware fingerprint; records older than the fingerprint
+    share the id ``"unknown"`` and the label ``hardware not recorded``."""
+    fingerprint = manifest.get("hardware") or {}
+    if not isinstance(fingerprint, dict) or not fingerprint.get("id"):
+        return "unknown", NOT_RECORDED_HARDWARE
+    return str(fingerprint["id"]), str(fingerprint.get("label") or fingerprint["id"])
+
+
+def engine_of(manifest: dict[str, Any]) -> str:
+    """The engine a run's target ran on (``eager`` / ``fast``), or ``engine not recorded``."""
+    engine = manifest.get("engine")
+    if isinstance(engine, dict):
+        engine = engine.get("engine")
+    return str(engine) if engine else NOT_RECORDED_ENGINE
+
+
 def run_meta(run: Run) -> dict[str, Any]:
     """Columns that identify a run in every frame."""
     return {
@@ -394,6 +417,9 @@ def run_meta(run: Run) -> dict[str, Any]:
         "variant": variant_string(overrides(run)),
         "model": run.manifest.get("model_name") or run.manifest.get("model"),
         **{key: run.manifest.get(key) for key in ("dtype", "device", "max_new_tokens")},
+        "hardware_id": hardware_of(run.manifest)[0],
+        "hardware": hardware_of(run.manifest)[1],
+        "engine": engine_of(run.manifest),
     }
 
 

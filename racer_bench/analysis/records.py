@@ -15,6 +15,7 @@ from typing import Any
 
 import torch
 
+from racer_bench import hardware
 from racer_bench.analysis.metrics import calibration_bins
 from racer_bench.engine.structs import GenerationResult, Source
 from racer_bench.interrupts import signals_deferred
@@ -188,11 +189,16 @@ def device_name(device: torch.device) -> str:
 
 
 def manifest(fields: dict[str, Any], repo: Path) -> dict[str, Any]:
-    """Everything needed to trace a number back to code, data and hardware."""
+    """Everything needed to trace a number back to code, data and hardware.
+
+    ``hardware`` is the machine's fingerprint (:func:`racer_bench.hardware.fingerprint`) unless
+    ``fields`` brings one.
+    """
     return {
         "schema_version": SCHEMA_VERSION,
         **git_state(repo),
         "versions": package_versions(),
         "python": platform.python_version(),
+        "hardware": hardware.fingerprint(fields.get("threads")),
         **fields,
     }

@@ -47,9 +47,22 @@ def summary_table(summary: dict[str, Any]) -> Table:
     return table
 
 
+def setting_lines(summary: dict[str, Any]) -> list[str]:
+    """Where the run was measured, and a warning when the machine was not the run's alone."""
+    lines = []
+    label = (summary.get("hardware") or {}).get("label")
+    if label:
+        lines.append(f"measured on: {label} (hardware id {summary['hardware'].get('id')})")
+    if summary.get("load_warning"):
+        lines.append(f"WARNING: {summary['load_warning']}")
+    return lines
+
+
 def print_summary(summary: dict[str, Any]) -> None:
     console = Console(width=max(Console().width, 120))
     console.print(summary_table(summary))
+    for line in setting_lines(summary):
+        console.print(line, markup=False)
     if "gain_vs_strict" in summary:
         console.print(
             f"vs strict greedy: throughput gain {fmt(summary['gain_vs_strict'], '{:+.1%}')}, "

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 import traceback
 
@@ -47,7 +48,20 @@ def child(argv: list[str], stderr_path: str) -> None:
         os._exit(code)
 
 
+def default_signals() -> None:
+    """Give the runs the dispositions of a foreground process, whatever this one inherited.
+
+    A non-interactive shell starts a background job (``pytest ... &``) with SIGINT and SIGQUIT
+    ignored, Python then keeps SIGINT ignored, and a forked run would finish instead of stopping
+    on Ctrl-C.
+    """
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    for signum in (signal.SIGTERM, signal.SIGQUIT, signal.SIGHUP):
+        signal.signal(signum, signal.SIG_DFL)
+
+
 def main() -> None:
+    default_signals()
     print(json.dumps("ready"), flush=True)
     for line in sys.stdin:
         command, *args = json.loads(line)

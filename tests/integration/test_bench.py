@@ -2,8 +2,16 @@
 
 from __future__ import annotations
 
-from racer_bench.bench import identical_count, interleave, loop_runner, markdown_table
+from racer_bench.bench import (
+    bench_record,
+    identical_count,
+    interleave,
+    loop_runner,
+    markdown_table,
+    setting_line,
+)
 from racer_bench.engine.drafter import NullDrafter
+from racer_bench.hardware import LoadMeter
 from tests.conftest import TINY_PROMPTS
 
 
@@ -24,6 +32,19 @@ def test_contenders_rotate_and_partial_results_are_reported():
     assert seen == [1, 2, 3]
     assert tallies["a"].tokens == 6 and tallies["a"].tokens_per_s == 6 / 1.5
     assert identical_count(tallies["a"], tallies["b"]) == 3
+
+
+def test_bench_json_says_where_and_under_what_load_it_ran():
+    meter = LoadMeter().start()
+    tallies = interleave({"a": lambda ids: (list(ids), 0.5, [])}, [[1, 2]], progress=False)
+    record = bench_record(tallies, meter.stop(1), "fast", prompts=1)
+    assert record["hardware"]["id"] and record["hardware"]["label"]
+    assert record["engine"] == "fast" and "git_sha" in record and "git_dirty" in record
+    assert isinstance(record["load"]["alone"], bool)
+    assert record["settings"] == {"prompts": 1}
+    assert record["contenders"]["a"]["tokens"] == 2
+    line = setting_line({"warning": "machine not alone"})
+    assert record["hardware"]["label"] in line and "WARNING: machine not alone" in line
 
 
 def test_loop_runner_pld_matches_ar_and_table_counts_it(tiny_target, compose_cfg):

@@ -56,8 +56,11 @@ class Runs:
 
     def __init__(self, tmp: Path) -> None:
         self.tmp, self.count = tmp, 0
+        # Started as a non-interactive shell starts a background job (SIGINT and SIGQUIT
+        # ignored), so the runs must not depend on the dispositions the tests were started with.
+        server = f"trap '' INT QUIT; exec {sys.executable} -m tests.integration.cli_forkserver"
         self.server = subprocess.Popen(
-            [sys.executable, "-m", "tests.integration.cli_forkserver"], cwd=REPO,
+            ["sh", "-c", server], cwd=REPO,
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
         )  # fmt: skip
         assert self.ask() == "ready"

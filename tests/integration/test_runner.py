@@ -77,6 +77,39 @@ def test_a_lossy_run_at_budget_zero_has_no_quality_loss(compose_cfg, tmp_path):
     assert summary["first_divergence"] == 1.0 and summary["divergence"] == 0.0
 
 
+def test_run_records_where_and_under_what_load_it_was_measured(compose_cfg, tmp_path):
+    cfg = compose_cfg(*SMOKE, "method=pld", "task.limit=2", "engine=eager")
+    summary = run(cfg, tmp_path, {"method": "pld"})
+    manifest = json.loads((tmp_path / "manifest.json").read_text())
+    fingerprint = manifest["hardware"]
+    assert fingerprint["id"] and fingerprint["label"] and "isa" in fingerprint
+    assert fingerprint["threads"] == manifest["threads"]
+    assert manifest["engine_choice"]["chosen"] == "eager"
+    assert "requested" in manifest["engine_choice"]["why"]
+    assert manifest["git_sha"] is not None and "git_dirty" in manifest
+    assert summary["hardware"] == {"id": fingerprint["id"], "label": fingerprint["label"]}
+    load = json.loads((tmp_path / "summary.json").read_text())["load"]
+    assert load["steps"] > 0 and load["wall_s"] > 0 and isinstance(load["alone"], bool)
+    assert "loadavg_start" in load and "loadavg_end" in load
+    assert summary["load_warning"] == load["warning"]
+
+
+def test_engine_auto_measures_both_engines_and_records_the_choice(compose_cfg, tmp_path):
+    cache = tmp_path / "cache"
+    cfg = compose_cfg(*SMOKE, "method=pld", "task.limit=1", "engine=auto",
+                      f"paths.cache_dir={cache}")  # fmt: skip
+    run(cfg, tmp_path / "a", {"method": "pld"})
+    choice = json.loads((tmp_path / "a" / "manifest.json").read_text())["engine_choice"]
+    assert choice["requested"] == "auto" and choice["cached"] is False
+    assert set(choice["timings"]) == {"eager", "fast"}
+    assert all(t["ar_step_s"] > 0 and t["tree_step_s"] > 0 for t in choice["timings"].values())
+    manifest = json.loads((tmp_path / "a" / "manifest.json").read_text())
+    assert manifest["engine"]["engine"] == choice["chosen"]
+    run(cfg, tmp_path / "b", {"method": "pld"})  # same machine and model: from the cache
+    again = json.loads((tmp_path / "b" / "manifest.json").read_text())["engine_choice"]
+    assert again["cached"] is True and again["timings"] == choice["timings"]
+
+
 def test_failed_prompt_is_recorded_and_run_goes_on(compose_cfg, tmp_path):
     cfg = compose_cfg(*SMOKE, "task.limit=3", FLAKY, "+task.fail_on=1")
     summary = run(cfg, tmp_path)

@@ -161,6 +161,69 @@ def test_mismatched_runs_are_refused_with_the_reason(tmp_path: Path) -> None:
         load_script("make_tables").main(["--results", str(tmp_path)])
 
 
+def _fingerprint(cpu: str) -> dict[str, str]:
+    return {"id": f"id-{cpu}", "label": f"{cpu}, avx2, 2 cores"}
+
+
+def _section(tables: list, key: str, markdown: str) -> str:
+    sections = re.split(r"^### ", markdown, flags=re.M)[1:]
+    return dict(zip([t.key for t in tables], sections, strict=True))[key]
+
+
+@pytest.mark.parametrize(
+    ("b_manifest", "concerned"),
+    [
+        ({"hardware": _fingerprint("CPU B"), "engine": {"engine": "fast"}}, "CPU B, avx2"),
+        ({"hardware": _fingerprint("CPU A"), "engine": {"engine": "eager"}}, "eager engine"),
+        ({"hardware": None, "engine": None}, "hardware not recorded"),
+    ],
+)
+def test_a_table_mixing_machines_or_engines_names_the_rows_concerned(
+    tmp_path: Path, b_manifest: dict, concerned: str
+) -> None:
+    same = {"hardware": _fingerprint("CPU A"), "engine": {"engine": "fast"}}
+    write_run(tmp_path, "a", "pld", "humaneval", ("humaneval",), manifest=same, seed=1)
+    write_run(tmp_path, "b", "racer", "humaneval", ("humaneval",), manifest=b_manifest, seed=2)
+    out = tmp_path / "tables.md"
+    built = load_script("make_tables").main(["--results", str(tmp_path), "--out", str(out),
+                                             "--no-paper"])  # fmt: skip
+    main = _section(built, "main", out.read_text())
+    (note,) = [line for line in main.splitlines() if "Mixed machines or engines" in line]
+    assert "PLD / HumanEval on CPU A, avx2, 2 cores (fast engine)" in note
+    assert "RACER / HumanEval on" in note and concerned in note
+    assert "Mixed machines" in out.with_suffix(".tex").read_text()
+
+
+def test_a_table_of_one_machine_and_engine_shows_it_without_a_mixing_note(tmp_path: Path) -> None:
+    same = {"hardware": _fingerprint("CPU A"), "engine": {"engine": "fast"}}
+    for i, method in enumerate(("pld", "racer")):
+        write_run(tmp_path, method, method, "humaneval", ("humaneval",), manifest=same, seed=i)
+    out = tmp_path / "tables.md"
+    built = load_script("make_tables").main(["--results", str(tmp_path), "--out", str(out)])
+    main = _section(built, "main", out.read_text())
+    assert "[CPU A, avx2, 2 cores, fast engine]" in main
+    assert "Mixed machines" not in main
+
+
+def test_the_curated_tables_note_every_mix_of_machines_or_engines() -> None:
+    """Every table built from the committed records: if the runs behind its rows differ in
+    hardware fingerprint or engine (read from the manifests here), its notes say so."""
+    make_tables = load_script("make_tables")
+    curated = sorted(p for p in (REPO / "results" / "curated").iterdir() if p.is_dir())
+    runs = F.load_runs(curated, check=False)
+    for table in make_tables.build_tables(runs, paper=False):
+        home = make_tables.table_runs(runs, table.key, newest=True)
+        settings = {(F.hardware_of(r.manifest)[0], F.engine_of(r.manifest)) for r in home}
+        if table.key == "asd":
+            shown = " ".join(" ".join(row[:3]) for row in table.rows)
+            home = [r for r in home if r.summary.get("gain_vs_strict") is not None]
+            settings = {(F.hardware_of(r.manifest)[0], F.engine_of(r.manifest)) for r in home
+                        if F.METHOD_NAMES.get(r.method, r.method) in shown}  # fmt: skip
+        noted = any(n.startswith("Mixed machines or engines") for n in table.notes)
+        if len(settings) > 1:
+            assert noted, f"{table.key} mixes {settings} without a note"
+
+
 def test_make_figures_writes_png_and_pdf(results: Path, tmp_path: Path) -> None:
     written = load_script("make_figures").main(
         ["--results", str(results / "main"), "--out", str(tmp_path), "--formats", "png", "pdf"]
@@ -182,11 +245,24 @@ def test_collect_sweep_orders_jobs_and_keeps_varying_overrides(tmp_path: Path) -
     collect.main(["--results", str(tmp_path / "multirun"), "--out", str(out)])
     rows = md_rows(out.read_text())
     assert list(rows) == ["0", "2", "10"]
+    assert "engine not recorded]" in out.read_text()  # the setting line names the machine
+    assert "Mixed machines" not in out.read_text()
     assert [r[1] for r in rows.values()] == ["method.capacity=1", "method.capacity=4",
                                             "method.capacity=1024"]  # fmt: skip
     csv = tmp_path / "sweep.csv"
     collect.main(["--results", str(tmp_path / "multirun"), "--out", str(csv)])
     assert len(pd.read_csv(csv)) == 3
+
+
+def test_collect_sweep_notes_jobs_on_other_machines(tmp_path: Path) -> None:
+    for job, cpu in enumerate(("CPU A", "CPU B")):
+        where = {"hardware": _fingerprint(cpu), "engine": {"engine": "fast"}}
+        write_run(tmp_path, str(job), "racer", seed=job, method_cfg={"capacity": 2 + job},
+                  manifest=where)  # fmt: skip
+    out = tmp_path / "sweep.md"
+    load_script("collect_sweep").main(["--results", str(tmp_path), "--out", str(out)])
+    (note,) = [n for n in out.read_text().splitlines() if "Mixed machines" in n]
+    assert "job 0 on CPU A, avx2, 2 cores (fast engine)" in note and "job 1 on CPU B" in note
 
 
 EXPERIMENTS = sorted(p.stem for p in (REPO / "conf" / "experiment").glob("*.yaml"))

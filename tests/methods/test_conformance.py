@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
+import torch
 from hydra.utils import instantiate
 
+from methods.dspark_head import pass_last_feature
 from racer_bench.engine.cost import CostProfile, synthetic
 from racer_bench.engine.scheduler import ConfidenceScheduler
 from racer_bench.engine.structs import Draft, DraftContext
@@ -113,3 +116,75 @@ def test_method_is_lossless_under_the_confidence_scheduler(method, compose_cfg, 
                 assert len(step.calibration) == step.n_draft
     proposed = max((len(d) for _, d in drafter.drafts), default=0)
     assert proposed <= drafter.inner.capacity
+
+
+# A tiny model whose greedy text falls into short cycles (a small init std makes each next token
+# depend mostly on the last few), and a prompt ending in its own cyclic continuation: every
+# drafter that proposes anything sensible gets some of it accepted.
+PREDICTABLE_STD = 0.1
+PREDICTABLE_BASE = b"the cat sat on the mat. " * 4
+
+
+@pytest.fixture(scope="module")
+def predictable_target():
+    from racer_bench.models import tiny_random
+
+    return tiny_random(init_std=PREDICTABLE_STD)
+
+
+def start_heads_from_the_target(drafter, target) -> None:
+    """Untrained model heads (``checkpoint: null``) start as the target's own LM head, as a
+    trained head's would: fused features pass the last feature layer through, every residual
+    branch is zero, the LM head is the target's (Medusa's initialisation)."""
+    weight = target.model.get_output_embeddings().weight
+    size = weight.shape[1]
+    if drafter.name == "medusa":
+        drafter.heads = head = drafter._random_heads(size)
+    else:
+        drafter.head = head = drafter._random_head(size * len(drafter.needs.hidden_layers))
+    with torch.no_grad():
+        if drafter.name == "dspark":
+            pass_last_feature(head)
+            head.markov_out.weight.zero_()
+        if drafter.name == "eagle3":
+            head.fc.weight.zero_()
+            head.fc.weight[:, -size:] = torch.eye(size)
+            head.midlayer.self_attn.o_proj.weight.zero_()
+            head.midlayer.mlp["down_proj"].weight.zero_()
+        head.lm_head.weight.copy_(weight.to(head.lm_head.weight.dtype))
+
+
+def predictable_datastore(target, prompt: list[int], folder) -> str:
+    """A REST datastore holding ``prompt`` and its greedy continuation."""
+    from methods.datastore import Datastore, separator_for, token_dtype
+
+    vocab = target.vocab_size
+    tokens = np.array(prompt + ar_tokens(target, prompt, max_new_tokens=64), token_dtype(vocab))
+    store = Datastore.from_tokens(tokens, separator_for(vocab), {"vocab_size": vocab})
+    return str(store.save(folder / "predictable.npz"))
+
+
+@pytest.mark.parametrize("method", [m for m in METHODS if m != "ar"])  # ar drafts nothing
+def test_method_accepts_drafts_on_predictable_text(
+    method, compose_cfg, predictable_target, tmp_path
+):
+    """A drafter that quietly proposes nothing (or nothing useful) fails here."""
+    target = predictable_target
+    base = list(PREDICTABLE_BASE)
+    prompt = base + ar_tokens(target, base, max_new_tokens=64)
+    overrides = ["engine=eager"]  # heads keep plain weights, so they can start from the target
+    if method == "sps":  # the draft model is the target itself
+        overrides += [
+            f"+method.draft_model.init_std={PREDICTABLE_STD}",
+            "method.draft_model.seed=0",
+        ]
+    if method == "rest":  # a datastore of the same text (REST never reads the prompt)
+        overrides.append(f"method.datastore={predictable_datastore(target, prompt, tmp_path)}")
+    drafter = make_drafter(compose_cfg, method, target, "cpu", *overrides)
+    if method in ("medusa", "eagle3", "dspark"):
+        start_heads_from_the_target(drafter, target)
+    result = run_generate(target, drafter, prompt, max_new_tokens=48)
+    assert result.tokens == ar_tokens(target, prompt, max_new_tokens=48)
+    accepted = sum(step.n_accepted for step in result.steps)
+    assert sum(step.n_draft for step in result.steps) > 0, f"{method} proposed nothing"
+    assert accepted >= 1, f"{method} accepted no drafted token on predictable text"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -54,3 +55,35 @@ def test_curate_refuses_an_unfinished_run(tmp_path) -> None:
     (run / "INCOMPLETE").write_text("")
     with pytest.raises(SystemExit, match="not a finished run"):
         curate.main([str(run), "--name", "exp", "--curated", str(tmp_path / "curated")])
+
+
+CURATED_RUNS = [
+    p.parent for p in sorted((ROOT / "results/curated").rglob("summary.json"))
+    if (p.parent / "prompts.jsonl").exists()
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("run_dir", CURATED_RUNS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_a_curated_summary_is_what_todays_metrics_make_of_its_prompts(run_dir: Path) -> None:
+    """A metric fixed after a run was curated leaves its summary stale: rewrite it with
+    ``python -m racer_bench.analysis.resummarize results/curated``."""
+    from racer_bench.analysis.resummarize import stale_keys
+
+    assert stale_keys(run_dir) == []
+
+
+def test_resummarize_rewrites_only_stale_numbers(tmp_path) -> None:
+    from racer_bench.analysis.resummarize import resummarize, stale_keys
+
+    run_dir = tmp_path / "run"
+    shutil.copytree(CURATED_RUNS[0], run_dir)
+    summary = json.loads((run_dir / "summary.json").read_text())
+    summary["mat"] += 1.0
+    summary["load"] = {"alone": True}  # not recomputed: kept
+    (run_dir / "summary.json").write_text(json.dumps(summary))
+    assert stale_keys(run_dir) == ["mat"]
+    assert resummarize(run_dir) == ["mat"]
+    assert stale_keys(run_dir) == []
+    rewritten = json.loads((run_dir / "summary.json").read_text())
+    assert rewritten["mat"] == pytest.approx(summary["mat"] - 1.0)
+    assert rewritten["load"] == {"alone": True}

@@ -106,7 +106,7 @@ def write_run(
               "verifier": spec["verifier"], "lossless": not spec["strict"], "task": task,
               "dtype": spec["dtype"], "device": spec["device"], "seed": spec["seed"],
               "max_new_tokens": spec["max_new_tokens"], "started": spec["started"],
-              "config": config}  # fmt: skip
+              "config": config, **spec.get("manifest", {})}  # fmt: skip
     R.write_json(run_dir / R.MANIFEST_FILE, R.manifest(fields, run_dir))
     rng = np.random.default_rng(spec["seed"])
     for i in range(n_prompts):
