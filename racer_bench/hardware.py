@@ -267,10 +267,33 @@ def _clock_ticks() -> int:
         return 100
 
 
-class LoadMeter:
-    """Load of the machine between ``start()`` and ``stop()``: is this run alone on it?"""
+def tree_cpu_s() -> float:
+    """CPU seconds of this process and its live descendants (vLLM's engine processes)."""
+    try:
+        import psutil
+    except ImportError:
+        return time.process_time()
+    me = psutil.Process()
+    total = 0.0
+    for proc in [me, *me.children(recursive=True)]:
+        try:
+            times = proc.cpu_times()
+        except psutil.Error:  # exited between listing and reading
+            continue
+        total += times.user + times.system
+    return total
 
-    def __init__(self) -> None:
+
+class LoadMeter:
+    """Load of the machine between ``start()`` and ``stop()``: is this run alone on it?
+
+    ``include_children`` counts the CPU of this process's descendants as the run's own (an
+    engine that works in processes of its own, as vLLM does); a descendant that exits before
+    ``stop()`` takes its CPU time along and then counts as another process's.
+    """
+
+    def __init__(self, include_children: bool = False) -> None:
+        self._cpu = tree_cpu_s if include_children else time.process_time
         self._t0: float | None = None
         self._cpu0 = 0.0
         self._stat0: dict[str, int] | None = None
@@ -279,7 +302,7 @@ class LoadMeter:
     def start(self) -> LoadMeter:
         self._load0 = parse_loadavg(_read(PROC / "loadavg"))
         self._stat0 = parse_proc_stat(_read(PROC / "stat"))
-        self._cpu0 = time.process_time()
+        self._cpu0 = self._cpu()
         self._t0 = time.perf_counter()
         return self
 
@@ -291,7 +314,7 @@ class LoadMeter:
         if self._t0 is None:
             raise RuntimeError("LoadMeter.stop() before start()")
         wall = time.perf_counter() - self._t0
-        cpu = time.process_time() - self._cpu0
+        cpu = self._cpu() - self._cpu0
         stat1 = parse_proc_stat(_read(PROC / "stat"))
         shares = load_share(self._stat0, stat1, cpu, wall, usable_cpus(), _clock_ticks())
         out: dict[str, Any] = {

@@ -37,7 +37,7 @@ from omegaconf import OmegaConf
 from racer_bench.analysis import metrics as M
 from racer_bench.analysis import quality as Q
 from racer_bench.analysis import records as R
-from racer_bench.analysis.summary import score_block, speed_block, summarize
+from racer_bench.analysis.summary import score_block, speed_block, summarize, summarize_batches
 from racer_bench.engine import cost as C
 from racer_bench.tasks.base import Prompt, Task
 
@@ -114,6 +114,11 @@ class Run:
 
     @cached_property
     def summary(self) -> dict[str, Any]:
+        backend = self.manifest.get("backend") or {}
+        if backend.get("name") == "vllm":  # one block per batch size
+            depth = int((self.manifest.get("config") or {}).get("backend", {}).get(
+                "num_speculative_tokens", 5))  # fmt: skip
+            return summarize_batches(self.records, self.metric, depth)
         records = with_text_agreement(self.records, self.task_object)
         return summarize(records, self.metric, self.has_baseline, self.report_category)
 

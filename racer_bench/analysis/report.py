@@ -97,4 +97,7 @@ def batch_table(summary: dict[str, Any]) -> Table:
 
 
 def print_batch_summary(summary: dict[str, Any]) -> None:
-    Console(width=max(Console().width, 120)).print(batch_table(summary))
+    console = Console(width=max(Console().width, 120))
+    console.print(batch_table(summary))
+    for line in setting_lines(summary):
+        console.print(line)

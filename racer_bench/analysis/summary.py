@@ -158,3 +158,23 @@ def summarize(
             for name, rs in sorted(categories.items())
         }
     return summary
+
+
+def summarize_batches(records: Sequence[Record], metric: str | None, depth: int) -> dict[str, Any]:
+    """A ``backend=vllm`` run: the smallest batch size's summary at the top, every batch size's
+    under ``by_batch``; each block adds ``acceptance_at_least`` up to ``depth`` positions."""
+    groups: dict[int, list[Record]] = {}
+    for record in records:
+        groups.setdefault(int(record["batch_size"]), []).append(record)
+    blocks = {
+        b: summarize(rs, metric, has_baseline=True)
+        | {
+            "acceptance_at_least": M.acceptance_at_least(
+                [r for r in rs if r.get("status") == "ok"], "method", depth
+            )
+        }
+        for b, rs in sorted(groups.items())
+    }
+    if not blocks:
+        return {"n_failed": 0, "by_batch": {}}
+    return dict(blocks[min(blocks)]) | {"by_batch": {str(b): blk for b, blk in blocks.items()}}

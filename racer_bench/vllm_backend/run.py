@@ -22,15 +22,15 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 from tqdm.auto import tqdm
 
-from racer_bench import runlock
+from racer_bench import hardware, runlock
 from racer_bench.analysis import records as R
+from racer_bench.analysis.summary import summarize_batches
 from racer_bench.engine.drafter import Drafter
 from racer_bench.errors import ConfigError
 from racer_bench.tasks.base import Prompt, Task
 from racer_bench.vllm_backend import records as V
 from racer_bench.vllm_backend.peers import VllmBuiltin
 from racer_bench.vllm_backend.proposer import CLASS_PATH, SPEC_ENV
-from racer_bench.vllm_backend.summary import summarize_batches
 
 STEP_LOG = "proposer_steps.jsonl"
 
@@ -337,42 +337,56 @@ def warm_up(engines: Engines, target: Any, n: int) -> None:
 
 def run(cfg: DictConfig, run_dir: Path, choices: dict[str, str]) -> dict[str, Any]:
     """One vLLM-backend run into ``run_dir``; returns the summary."""
-    from racer_bench.runner import construct, validate
+    validate_choices(cfg, choices)
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    with runlock.hold(run_dir):
+        if (run_dir / R.MANIFEST_FILE).exists():
+            raise ConfigError(f"{run_dir} already holds a run; write to another folder")
+        return run_in(cfg, run_dir, choices)
+
+
+def validate_choices(cfg: DictConfig, choices: dict[str, str]) -> None:
+    """The native checks plus what this backend does not do (one-line ConfigErrors)."""
+    from racer_bench.runner import validate
 
     validate(cfg)
     if cfg.resume:
         raise ConfigError("resume: not supported with backend=vllm; start a new run")
     if choices.get("verifier", "greedy") != "greedy":
         raise ConfigError(f"verifier={choices['verifier']}: backend=vllm runs greedy only")
-    run_dir = Path(run_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    with runlock.hold(run_dir):
-        if (run_dir / R.MANIFEST_FILE).exists():
-            raise ConfigError(f"{run_dir} already holds a run; write to another folder")
-        task: Task = construct(cfg.task, "task")
-        target = construct(cfg.model, "model")
-        method = construct(cfg.method, "method", vocab_size=target.vocab_size)
-        receives = inside_vllm(method)
-        max_new = task.max_new_tokens or cfg.max_new_tokens
-        engines = Engines(cfg, run_dir, method, target, max_new)
-        prompts = task.load()
-        R.write_json(
-            run_dir / R.MANIFEST_FILE,
-            manifest(cfg, choices, target, method, task, engines, receives, max_new),
-        )
-        warm_up(engines, target, cfg.warmup_prompts)
-        (run_dir / R.INCOMPLETE_FILE).write_text("run not finished\n")
-        try:
-            run_batches(cfg, engines, task, target, prompts,
-                        sampling_params(target, task, max_new), run_dir)  # fmt: skip
-        finally:
-            engines.close()
-        summary = summarize_batches(R.load_prompts(run_dir), task.metric, engines.k)
-        summary |= {"metric": task.metric, "run_dir": str(run_dir), "backend": "vllm",
-                    "label": receives.get("label")}  # fmt: skip
-        R.write_json(run_dir / R.SUMMARY_FILE, summary)
-        (run_dir / R.INCOMPLETE_FILE).unlink(missing_ok=True)
-        return summary
+
+
+def run_in(cfg: DictConfig, run_dir: Path, choices: dict[str, str]) -> dict[str, Any]:
+    """Build, record the manifest, warm up, run every batch size, summarize (lock held)."""
+    from racer_bench.runner import construct
+
+    task: Task = construct(cfg.task, "task")
+    target = construct(cfg.model, "model")
+    method = construct(cfg.method, "method", vocab_size=target.vocab_size)
+    receives = inside_vllm(method)
+    max_new = task.max_new_tokens or cfg.max_new_tokens
+    engines = Engines(cfg, run_dir, method, target, max_new)
+    prompts = task.load()
+    info = manifest(cfg, choices, target, method, task, engines, receives, max_new)
+    R.write_json(run_dir / R.MANIFEST_FILE, info)
+    warm_up(engines, target, cfg.warmup_prompts)
+    (run_dir / R.INCOMPLETE_FILE).write_text("run not finished\n")
+    meter = hardware.LoadMeter(include_children=True).start()
+    try:
+        params = sampling_params(target, task, max_new)
+        run_batches(cfg, engines, task, target, prompts, params, run_dir)
+        load = meter.stop()
+    finally:
+        engines.close()
+    summary = summarize_batches(R.load_prompts(run_dir), task.metric, engines.k)
+    fingerprint = info["hardware"]
+    summary |= {"metric": task.metric, "run_dir": str(run_dir), "backend": "vllm",
+                "label": receives.get("label"), "load": load, "load_warning": load["warning"],
+                "hardware": {"id": fingerprint["id"], "label": fingerprint["label"]}}  # fmt: skip
+    R.write_json(run_dir / R.SUMMARY_FILE, summary)
+    (run_dir / R.INCOMPLETE_FILE).unlink(missing_ok=True)
+    return summary
 
 
 def manifest(
@@ -405,6 +419,8 @@ def manifest(
                         "speculative_config": engines.speculative,
                         "engine_env": engines.recorded_env(), "inside_vllm": receives,
                         "batch_sizes": list(cfg.backend.batch_sizes)},
+            "hardware": hardware.fingerprint(),
+            "engine": {"engine": "vllm", "vllm_version": vllm.__version__},
             "started": time.strftime("%Y-%m-%dT%H:%M:%S"),
             "config": OmegaConf.to_container(cfg, resolve=True),
         },
