@@ -28,7 +28,9 @@ RECORDED: dict[str, tuple[str, float, str]] = {
     "racer": ("2", 1.088, "67e4bc3703dd7053"),  # 2: best-first tree by default
     "recycling": ("1", 1.0398, "c841b445f40f8405"),
     "rest": ("1", 3.9167, "8684b85c5570c2d6"),
+    "sam": ("1", 1.0086, "01778578d44958b3"),
     "sps": ("1", 1.0, "d6d52a9fcb1c6151"),
+    "suffix": ("1", 1.0086, "67686cac508922be"),
 }
 
 
