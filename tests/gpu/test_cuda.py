@@ -9,13 +9,13 @@ from hydra.utils import instantiate
 from racer_bench.engine.drafter import NullDrafter
 from racer_bench.models import tiny_random
 from racer_bench.runner import run
-from tests.conftest import CONF_DIR, TINY_PROMPTS, run_generate
+from tests.conftest import TINY_PROMPTS, run_generate
+from tests.methods.test_conformance import METHODS  # every native method (not vLLM-only ones)
 
 pytestmark = [
     pytest.mark.gpu,
     pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA"),
 ]
-METHODS = sorted(p.stem for p in (CONF_DIR / "method").glob("*.yaml"))
 
 
 @pytest.fixture(scope="module")
