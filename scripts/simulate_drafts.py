@@ -119,15 +119,16 @@ def replay(
 
     ``output[0]`` comes from the prefill; every step drafts below the last committed token,
     accepts the longest matching root path (cut to what is left of the output) and commits it
-    plus the bonus token (when any output is left after it).
+    plus the bonus token (when any output is left after it). With ``max_new_tokens``, drafts
+    are pruned to the room left under it, as in the decode loop; None: no such cap.
     """
     drafter.start(list(prompt))
     steps: list[Step] = []
     pos = 1
-    cap = max_new_tokens if max_new_tokens is not None else len(output)
     while pos < len(output):
         context = [*prompt, *output[:pos]]
-        max_depth = max(cap - pos - 1, 0)
+        room = max_new_tokens - pos if max_new_tokens is not None else len(output)
+        max_depth = max(room - 1, 0)  # accepted + bonus fit in the room left, as in the loop
         tokens, parents = drafter.draft(context, max_depth)
         draft = prune_lists(tokens, parents, budget, max_depth)
         tokens, parents = draft.tokens.tolist(), draft.parents.tolist()
