@@ -37,6 +37,7 @@ from omegaconf import DictConfig, OmegaConf
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from methods.calibration import expected_calibration_error, sequential_temperatures, survival
+from methods.draft_vocab import draft_labels, frequent_tokens
 from methods.dspark_head import (
     DSparkHead,
     block_outputs,
@@ -44,17 +45,9 @@ from methods.dspark_head import (
     dspark_loss,
     pass_last_feature,
 )
-from methods.heads import (
-    Eagle3Head,
-    MedusaHeads,
-    draft_labels,
-    eagle3_config,
-    eagle3_loss,
-    eagle3_step_logits,
-    frequent_tokens,
-    medusa_loss,
-    save_checkpoint,
-)
+from methods.eagle3_head import Eagle3Head, eagle3_config, eagle3_loss, eagle3_step_logits
+from methods.head_checkpoint import save_checkpoint
+from methods.medusa_head import MedusaHeads, medusa_loss
 from racer_bench.distill_data import build_dataset, holdout_mask
 from racer_bench.distill_prompts import distill_prompts
 from racer_bench.engine.target import HFTarget, features
