@@ -56,13 +56,13 @@ from typing import ClassVar
 
 import torch
 
+from methods.draft_tree import grow_scored_tree, tree_draft
 from methods.dspark_head import KV, DSparkHead, acceptance_scores, dspark_config
-from methods.heads import Engine, for_inference, grow_scored_tree, load_checkpoint, tree_draft
-from racer_bench.engine.drafter import DrafterNeeds
-from racer_bench.engine.structs import Draft, DraftContext, Feedback, Source
+from methods.head_checkpoint import load_checkpoint
+from methods.head_drafter import HeadDrafter
+from racer_bench.engine.structs import Draft, DraftContext, Source
+from racer_bench.engine.target import Engine
 from racer_bench.schema import NonNegativeFloat, NonNegativeInt, PositiveInt, Seed
-
-RANDOM_LAYERS = (0, 1, -1)  # valid for any target with at least one layer
 
 
 def load_dspark(path: str) -> DSparkHead:
@@ -73,12 +73,13 @@ def load_dspark(path: str) -> DSparkHead:
     return head.eval()
 
 
-class DSparkDrafter:
+class DSparkDrafter(HeadDrafter):
     """Block backbone + Markov head drafting a survival-ranked tree, scored per node."""
 
     name: ClassVar[str] = "dspark"
     # 2: normed block inputs (checkpoints of 1 still load); 3: causal and concat-input heads
     version: ClassVar[str] = "3"
+    head: DSparkHead | None
 
     def __init__(
         self,
@@ -93,17 +94,14 @@ class DSparkDrafter:
         seed: Seed = 0,
         engine: Engine = "auto",
     ) -> None:
-        self.vocab_size, self.engine = vocab_size, engine
         self.block_size, self.topk, self.capacity = block_size, topk, total_tokens
-        self.temperature, self.calibrated, self.seed = float(temperature), calibrated, seed
-        self.head: DSparkHead | None = None
-        layers = tuple(feature_layers) if feature_layers else RANDOM_LAYERS
-        if checkpoint is not None:
-            self.head = for_inference(load_dspark(checkpoint), engine)
-            layers = tuple(feature_layers or self.head.cfg["feature_layers"])
+        self.temperature, self.calibrated = float(temperature), calibrated
+        super().__init__(vocab_size, checkpoint, feature_layers, seed, engine)
+        if self.head is not None:
             self.block_size = min(block_size, self.head.block_size)
-        self.needs = DrafterNeeds(hidden_states=True, hidden_layers=layers)
-        self.reset([], None)
+
+    def _load_head(self, checkpoint: str) -> DSparkHead:
+        return load_dspark(checkpoint)
 
     def _random_head(self, feature_size: int) -> DSparkHead:
         hidden = feature_size // len(self.needs.hidden_layers)
@@ -112,24 +110,17 @@ class DSparkDrafter:
         torch.manual_seed(self.seed)
         head = DSparkHead(cfg, torch.arange(self.vocab_size))
         torch.nn.init.normal_(head.markov_out.weight, std=0.5)  # exercise the Markov path
-        return for_inference(head, self.engine)
+        return head
 
-    def reset(self, prompt_ids: list[int], prompt_topk: torch.Tensor | None) -> None:
+    def _reset_state(self) -> None:
         self._ctx: KV | None = None  # per layer context keys/values of committed positions
         self._past = 0  # committed positions in the context (all tokens but the root)
         self._last: torch.Tensor | None = None  # context vector of the last one [H]
-        self._pending: torch.Tensor | None = None
         self.rng = torch.Generator().manual_seed(self.seed)
 
     @torch.inference_mode()
     def propose(self, ctx: DraftContext) -> Draft:
-        if ctx.hidden is not None:
-            self._pending = ctx.hidden
-        if self._pending is not None:
-            if self.head is None:
-                self.head = self._random_head(self._pending.shape[-1])
-            self._consume(self._pending)
-            self._pending = None
+        self._catch_up(ctx)
         depth = min(self.block_size, ctx.max_depth)
         budget = min(self.capacity, ctx.budget)
         if self._ctx is None or depth < 1 or budget < 1:
@@ -150,7 +141,7 @@ class DSparkDrafter:
         draft.meta["predicted_accepted"] = float(_survival(draft.score, parents).sum())
         return draft
 
-    def _consume(self, feats: torch.Tensor) -> None:
+    def _consume(self, feats: torch.Tensor, tokens: list[int]) -> None:
         """Append the context keys/values of committed positions ``past .. past + n - 1``."""
         head = self.head
         assert head is not None
@@ -203,11 +194,6 @@ class DSparkDrafter:
         assert head is not None
         row = torch.zeros(self.vocab_size, dtype=q.dtype)
         return row.index_copy(0, head.draft_ids, q)
-
-    def update(self, fb: Feedback) -> None:
-        if fb.hidden is not None:
-            rows = [0, *(i + 1 for i in fb.accepted)]
-            self._pending = fb.hidden[rows]
 
 
 class _BlockRows:

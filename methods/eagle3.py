@@ -13,7 +13,7 @@ Deviations: RoPE without Llama-3 frequency scaling; ``checkpoint: null`` builds 
 (tests only; lossless since verification is exact). Checkpoints are either trained here
 (``scripts/train_drafter.py kind=eagle3``) or a published EAGLE-3 folder
 (``config.json`` + ``model.safetensors``/``pytorch_model.bin``), see
-:func:`methods.heads.load_eagle3`.
+:func:`methods.eagle3_checkpoint.load_eagle3`.
 """
 
 from __future__ import annotations
@@ -23,27 +23,21 @@ from typing import ClassVar
 
 import torch
 
-from methods.heads import (
-    Eagle3Head,
-    Engine,
-    eagle3_config,
-    for_inference,
-    grow_scored_tree,
-    load_eagle3,
-    tree_draft,
-)
-from racer_bench.engine.drafter import DrafterNeeds
-from racer_bench.engine.structs import Draft, DraftContext, Feedback
+from methods.draft_tree import grow_scored_tree, tree_draft
+from methods.eagle3_checkpoint import load_eagle3
+from methods.eagle3_head import Eagle3Head, eagle3_config
+from methods.head_drafter import HeadDrafter
+from racer_bench.engine.structs import Draft, DraftContext
+from racer_bench.engine.target import Engine
 from racer_bench.schema import NonNegativeInt, PositiveInt, Seed
 
-RANDOM_LAYERS = (0, 1, -1)  # valid for any target with at least one layer
 
-
-class Eagle3Drafter:
+class Eagle3Drafter(HeadDrafter):
     """EAGLE-3 draft head with its own KV cache and a dynamic draft tree."""
 
     name: ClassVar[str] = "eagle3"
     version: ClassVar[str] = "1"
+    head: Eagle3Head | None
 
     def __init__(
         self,
@@ -57,40 +51,27 @@ class Eagle3Drafter:
         seed: Seed = 0,
         engine: Engine = "auto",
     ) -> None:
-        self.vocab_size, self.engine = vocab_size, engine
-        self.depth, self.topk, self.capacity, self.seed = depth, topk, total_tokens, seed
-        self.head: Eagle3Head | None = None
-        layers = tuple(feature_layers) if feature_layers else RANDOM_LAYERS
-        if checkpoint is not None:
-            self.head = for_inference(load_eagle3(checkpoint, embed_from), engine)
-            layers = tuple(feature_layers or self.head.cfg["feature_layers"])
-        self.needs = DrafterNeeds(hidden_states=True, hidden_layers=layers)
-        self._reset_state()
+        self.depth, self.topk, self.capacity = depth, topk, total_tokens
+        self.embed_from = embed_from
+        super().__init__(vocab_size, checkpoint, feature_layers, seed, engine)
+
+    def _load_head(self, checkpoint: str) -> Eagle3Head:
+        return load_eagle3(checkpoint, self.embed_from)
 
     def _reset_state(self) -> None:
         self._keys: torch.Tensor | None = None  # [P, kv_heads, D] committed positions
         self._values: torch.Tensor | None = None
-        self._pending: torch.Tensor | None = None  # features whose next tokens end ctx.tokens
         self._last: torch.Tensor | None = None  # layer output at the last committed pair [H]
 
     def _random_head(self, feature_size: int) -> Eagle3Head:
         n = len(self.needs.hidden_layers)
         cfg = eagle3_config(feature_size // n, feature_size, self.vocab_size)
         torch.manual_seed(self.seed)
-        return for_inference(Eagle3Head(cfg, torch.arange(self.vocab_size)), self.engine)
-
-    def reset(self, prompt_ids: list[int], prompt_topk: torch.Tensor | None) -> None:
-        self._reset_state()
+        return Eagle3Head(cfg, torch.arange(self.vocab_size))
 
     @torch.inference_mode()
     def propose(self, ctx: DraftContext) -> Draft:
-        if ctx.hidden is not None:
-            self._pending = ctx.hidden
-        if self._pending is not None:
-            if self.head is None:
-                self.head = self._random_head(self._pending.shape[-1])
-            self._consume(self._pending, ctx.tokens[-len(self._pending) :])
-            self._pending = None
+        self._catch_up(ctx)
         if self._last is None or ctx.max_depth < 1:
             return Draft.empty()
         head = self.head
@@ -121,11 +102,6 @@ class Eagle3Drafter:
         attn = head.midlayer.self_attn(x, pos, k, v, mask)
         self._keys, self._values = k, v
         self._last = head.midlayer.finish(hidden, attn)[-1]
-
-    def update(self, fb: Feedback) -> None:
-        if fb.hidden is not None:
-            rows = [0, *(i + 1 for i in fb.accepted)]
-            self._pending = fb.hidden[rows]
 
 
 class _TreeRun:

@@ -7,7 +7,7 @@ hidden state of the last verified position and predicts the token ``k + 2`` ahea
 own LM head gives the root). Deviations:
 
 * the tree is built per step from the heads' top-k (EAGLE-2-style best-first selection by
-  cumulative log-probability, :func:`methods.heads.grow_tree`) instead of the static
+  cumulative log-probability, :func:`methods.draft_tree.grow_tree`) instead of the static
   ``mc_sim_7b_63`` choice list calibrated for Vicuna-7B;
 * the LM head is restricted to a draft vocabulary (the most frequent tokens of the
   self-distillation data) so K heads cost far less than K target LM heads on a CPU;
@@ -22,25 +22,21 @@ from typing import ClassVar
 
 import torch
 
-from methods.heads import (
-    Engine,
-    MedusaHeads,
-    for_inference,
-    grow_scored_tree,
-    load_checkpoint,
-    tree_draft,
-)
-from racer_bench.engine.drafter import DrafterNeeds
-from racer_bench.engine.structs import Draft, DraftContext, Feedback
+from methods.draft_tree import grow_scored_tree, tree_draft
+from methods.head_drafter import HeadDrafter
+from methods.medusa_head import MedusaHeads, load_medusa
+from racer_bench.engine.structs import Draft, DraftContext
+from racer_bench.engine.target import Engine
 from racer_bench.schema import PositiveInt, Seed
 
 
-class MedusaDrafter:
+class MedusaDrafter(HeadDrafter):
     """Medusa heads drafting a dynamic top-k tree."""
 
     name: ClassVar[str] = "medusa"
     version: ClassVar[str] = "1"
-    needs = DrafterNeeds(hidden_states=True)
+    random_layers = ()  # the final normed state, what the target's LM head reads
+    head: MedusaHeads | None
 
     def __init__(
         self,
@@ -53,42 +49,36 @@ class MedusaDrafter:
         seed: Seed = 0,
         engine: Engine = "auto",
     ) -> None:
-        self.vocab_size, self.engine = vocab_size, engine
         self.topk = topk
         self.capacity = total_tokens
-        self.seed = seed
         self.num_heads, self.num_layers = num_heads, num_layers
-        self.heads: MedusaHeads | None = None
-        if checkpoint is not None:
-            data = load_checkpoint(checkpoint, "medusa")
-            cfg = data["config"]
-            self.heads = MedusaHeads(
-                cfg["hidden_size"], cfg["num_heads"], cfg["num_layers"], data["state"]["draft_ids"]
-            )
-            self.heads.load_state_dict(data["state"])
-            for_inference(self.heads, engine)
-        self._last: torch.Tensor | None = None
+        super().__init__(vocab_size, checkpoint, None, seed, engine)
 
-    def _random_heads(self, hidden_size: int) -> MedusaHeads:
+    def _load_head(self, checkpoint: str) -> MedusaHeads:
+        return load_medusa(checkpoint)
+
+    def _checkpoint_layers(self) -> tuple[int, ...]:
+        return ()
+
+    def _random_head(self, feature_size: int) -> MedusaHeads:
         torch.manual_seed(self.seed)
-        heads = MedusaHeads(
-            hidden_size, self.num_heads, self.num_layers, torch.arange(self.vocab_size)
-        )
-        return for_inference(heads, self.engine)
+        return MedusaHeads(feature_size, self.num_heads, self.num_layers,
+                           torch.arange(self.vocab_size))  # fmt: skip
 
-    def reset(self, prompt_ids: list[int], prompt_topk: torch.Tensor | None) -> None:
-        self._last = None
+    def _reset_state(self) -> None:
+        self._last: torch.Tensor | None = None  # hidden state of the last committed position
+
+    def _consume(self, feats: torch.Tensor, tokens: list[int]) -> None:
+        self._last = feats[-1]
 
     @torch.inference_mode()
     def propose(self, ctx: DraftContext) -> Draft:
-        if ctx.hidden is not None:
-            self._last = ctx.hidden[-1]
+        self._catch_up(ctx)
         if self._last is None or ctx.max_depth < 1:
             return Draft.empty()
-        if self.heads is None:
-            self.heads = self._random_heads(self._last.shape[-1])
-        weight = self.heads.lm_head.weight
-        logp = self.heads(self._last[None].to(weight.dtype))[:, 0].log_softmax(-1)  # [K, Vd]
+        assert self.head is not None
+        weight = self.head.lm_head.weight
+        logp = self.head(self._last[None].to(weight.dtype))[:, 0].log_softmax(-1)  # [K, Vd]
         depth = min(len(logp), ctx.max_depth)
         budget = min(self.capacity, ctx.budget)
 
@@ -96,8 +86,4 @@ class MedusaDrafter:
             return logp[d - 1].expand(len(frontier), -1)
 
         tokens, parents, local = grow_scored_tree(logp[0], expand, depth, self.topk, budget)
-        return tree_draft(tokens, parents, self.heads.draft_ids, [math.exp(x) for x in local])
-
-    def update(self, fb: Feedback) -> None:
-        if fb.hidden is not None:
-            self._last = fb.hidden[fb.accepted[-1] + 1 if fb.accepted else 0]
+        return tree_draft(tokens, parents, self.head.draft_ids, [math.exp(x) for x in local])

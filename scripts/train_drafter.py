@@ -1,17 +1,21 @@
-"""Train a Medusa, EAGLE-3 or DSpark draft head on the frozen target by self-distillation (CPU).
+"""Train a draft head (Medusa, EAGLE-3, DSpark, ...) on the frozen target by self-distillation.
 
     python scripts/train_drafter.py kind=dspark train.max_minutes=60
     python scripts/train_drafter.py kind=medusa data_only=true     # only build the data cache
 
+A plain loop: data, optimiser, clock, evaluation, checkpoints. What differs between heads
+(features read, the head, its loss, depth-1 logits, calibration, checkpoint) is the head
+kind's (:mod:`methods.head_kind`; ``kind`` names one of ``HEAD_KINDS`` or is ``module:Class``).
+
 Steps: (1) the target's greedy continuations of the distillation prompts are read from, or
 added to, the cache ``data.cache`` (resumable, shared by every head; see
 :mod:`racer_bench.distill_data`); (2) ``data.holdout`` of the sequences are held out (loss
-curve on unseen data; DSpark's confidence calibration); (3) target features are computed once
-per sequence; (4) the head trains with AdamW until ``train.max_minutes`` of training time in
-total (over all resumed runs) or ``train.max_steps``; a resumable state ``<out>.state`` is
-written every ``train.save_every`` steps and at the end; (5) DSpark's confidence temperatures
-are fitted on the held-out sequences; (6) the head is written to ``out`` (what
-``method.checkpoint`` takes), the loss log to ``<out>.losses.csv``, a plot to
+curve on unseen data; calibration); (3) target features are computed once per sequence;
+(4) the head trains with AdamW until ``train.max_minutes`` of training time in total (over all
+resumed runs) or ``train.max_steps``; a resumable state ``<out>.state`` is written every
+``train.save_every`` steps and at the end; (5) the kind fits what it fits after training on
+the held-out sequences (DSpark: its confidence temperatures); (6) the head is written to
+``out`` (what ``method.checkpoint`` takes), the loss log to ``<out>.losses.csv``, a plot to
 ``<out>.loss.png`` and a summary to ``<out>.json``. Config: ``conf/train/config.yaml``.
 """
 
@@ -36,25 +40,8 @@ from omegaconf import DictConfig, OmegaConf
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from methods.calibration import expected_calibration_error, sequential_temperatures, survival
-from methods.dspark_head import (
-    DSparkHead,
-    block_outputs,
-    dspark_config,
-    dspark_loss,
-    pass_last_feature,
-)
-from methods.heads import (
-    Eagle3Head,
-    MedusaHeads,
-    draft_labels,
-    eagle3_config,
-    eagle3_loss,
-    eagle3_step_logits,
-    frequent_tokens,
-    medusa_loss,
-    save_checkpoint,
-)
+from methods.draft_vocab import draft_labels, frequent_tokens
+from methods.head_kind import HEAD_KINDS, HeadKind, Sample, head_kind
 from racer_bench.distill_data import build_dataset, holdout_mask
 from racer_bench.distill_prompts import distill_prompts
 from racer_bench.engine.target import HFTarget, features
@@ -70,8 +57,6 @@ from racer_bench.schema import (
     Seed,
     check,
 )
-
-KINDS = ("medusa", "eagle3", "dspark")
 
 
 @dataclass
@@ -141,7 +126,7 @@ class OptimConfig:
 class TrainConfig:
     """Schema of ``conf/train/config.yaml`` (see :mod:`racer_bench.schema`)."""
 
-    kind: Literal["medusa", "eagle3", "dspark"] = "medusa"
+    kind: str = "medusa"  # a key of methods.head_kind.HEAD_KINDS or module:Class
     model_name: str = "smollm2_135m"
     num_threads: PositiveInt = 1
     seed: Seed = 0
@@ -156,16 +141,6 @@ class TrainConfig:
     paths: PathsConfig = field(default_factory=PathsConfig)
 
 
-@dataclass
-class Sample:
-    """One training sequence: features FloatTensor[T, F] (float16), ids and draft labels [T]."""
-
-    feats: torch.Tensor
-    ids: torch.Tensor
-    labels: torch.Tensor  # -100 in the prompt (not the target's own output) and off-vocabulary
-    prompt_len: int
-
-
 def dataset(cfg: DictConfig, target: HFTarget) -> dict[str, Any]:
     """The distillation sequences, generating what the cache lacks."""
     sources = OmegaConf.to_container(cfg.data.sources)
@@ -177,17 +152,6 @@ def dataset(cfg: DictConfig, target: HFTarget) -> dict[str, Any]:
                          shard=(cfg.data.shard_index, cfg.data.shard_count))  # fmt: skip
     data["wall_s"] = time.time() - t0
     return data
-
-
-def feature_layers(cfg: DictConfig, target: HFTarget, kind: str | None = None) -> tuple[int, ...]:
-    """HF ``hidden_states`` indices the head ``kind`` (default ``cfg.kind``) reads (empty =
-    final normed state, Medusa)."""
-    if (kind or cfg.kind) == "medusa":
-        return ()
-    if cfg.head.feature_layers:
-        return tuple(cfg.head.feature_layers)
-    n = int(target.model.config.num_hidden_layers)
-    return (min(2, n), max(n // 2, 1), max(n - 3, 1))  # EAGLE-3's low/mid/high
 
 
 @torch.no_grad()
@@ -244,7 +208,7 @@ def precompute_features(cfg: DictConfig, target: HFTarget, data: dict[str, Any])
     if not cfg.data.features:
         raise ConfigError("features_only=true needs data.features (a folder), not null")
     folder = Path(cfg.data.features).expanduser()
-    sets = sorted({feature_layers(cfg, target, kind) for kind in KINDS})
+    sets = sorted({head_kind(k)(cfg.head).feature_layers(target) for k in HEAD_KINDS})
     done = 0
     for seq, key in tqdm(list(zip(data["sequences"], data["keys"], strict=True)),
                          desc="features", unit="seq"):  # fmt: skip
@@ -256,72 +220,6 @@ def precompute_features(cfg: DictConfig, target: HFTarget, data: dict[str, Any])
                 store_features(files[i], feats)
             done += 1
     return done
-
-
-def build_head(cfg: DictConfig, target: HFTarget, draft_ids: torch.Tensor, feat_size: int):
-    """A fresh head whose LM head (and embedding) start from the target's."""
-    lm = target.head.weight.detach().float().cpu()
-    hidden = lm.shape[1]
-    if cfg.kind == "medusa":
-        head = MedusaHeads(hidden, cfg.head.num_heads, cfg.head.num_layers, draft_ids)
-        head.lm_head.weight.data.copy_(lm[draft_ids])
-        config = {"hidden_size": hidden, "num_heads": cfg.head.num_heads,
-                  "num_layers": cfg.head.num_layers}  # fmt: skip
-        return head, config
-    mc = target.model.config
-    common = {
-        "num_heads": cfg.head.attn_heads,
-        "intermediate_size": cfg.head.intermediate_size,
-        "rope_theta": float(getattr(mc, "rope_theta", None) or 10000.0),
-        "rms_eps": float(getattr(mc, "rms_norm_eps", 1e-6)),
-        "feature_layers": feature_layers(cfg, target),
-    }
-    if cfg.kind == "eagle3":
-        config = eagle3_config(hidden, feat_size, target.vocab_size, **common)
-        head: Any = Eagle3Head(config, draft_ids)
-    else:
-        config = dspark_config(
-            hidden, feat_size, target.vocab_size, block_size=cfg.head.block_size,
-            num_layers=cfg.head.block_layers, markov_rank=cfg.head.markov_rank,
-            markov_gate=cfg.head.markov_gate, block_input=cfg.head.block_input,
-            causal=cfg.head.block_causal, **common,
-        )  # fmt: skip
-        head = DSparkHead(config, draft_ids)
-        if cfg.head.init == "pass_last":
-            pass_last_feature(head)
-    head.embed_tokens.weight.data.copy_(target.model.get_input_embeddings().weight.float().cpu())
-    head.lm_head.weight.data.copy_(lm[draft_ids])
-    return head, config
-
-
-def anchors(sample: Sample, count: int | None, rng: random.Random) -> torch.Tensor:
-    """Block roots whose labels lie in the target's own continuation: LongTensor[A]."""
-    first = max(sample.prompt_len - 1, 1)
-    pool = list(range(first, len(sample.ids) - 1))
-    if count is not None and len(pool) > count:
-        pool = sorted(rng.sample(pool, count))
-    return torch.tensor(pool, dtype=torch.long)
-
-
-def step_loss(
-    cfg: DictConfig, head: Any, sample: Sample, rng: random.Random
-) -> tuple[torch.Tensor, dict[str, float]]:
-    """The head's loss on one sequence and its logged parts."""
-    feats = sample.feats.float()
-    if cfg.kind == "medusa":
-        return medusa_loss(head, feats, sample.labels), {}
-    if cfg.kind == "eagle3":
-        return eagle3_loss(head, feats, sample.ids, sample.labels, steps=cfg.head.ttt_steps), {}
-    roots = anchors(sample, cfg.head.anchors, rng)
-    if not len(roots):
-        return feats.new_zeros((), requires_grad=True), {}
-    solo = None
-    if cfg.head.root_anchors != 0:  # one-row blocks at other answer positions (null = all)
-        rest = sorted(set(anchors(sample, None, rng).tolist()) - set(roots.tolist()))
-        count = len(rest) if cfg.head.root_anchors is None else cfg.head.root_anchors
-        solo = torch.tensor(sorted(rng.sample(rest, min(count, len(rest)))), dtype=torch.long)
-    return dspark_loss(head, feats, sample.ids, sample.labels, roots, decay=cfg.head.block_decay,
-                       conf_weight=cfg.head.conf_weight, root_anchors=solo)  # fmt: skip
 
 
 def make_samples(
@@ -341,42 +239,24 @@ def make_samples(
 
 
 @torch.no_grad()
-def eval_loss(cfg: DictConfig, head: Any, held: list[Sample]) -> float | None:
-    """Mean loss over held-out sequences (fixed anchors), or None without any."""
+def eval_loss(kind: HeadKind, head: Any, held: list[Sample], seed: int) -> float | None:
+    """Mean loss over held-out sequences (fixed random choices), or None without any."""
     if not held:
         return None
-    rng = random.Random(cfg.seed)
-    losses = [float(step_loss(cfg, head, s, rng)[0]) for s in held]
+    rng = random.Random(seed)
+    losses = [float(kind.loss(head, s, rng)[0]) for s in held]
     return sum(losses) / len(losses)
 
 
 @torch.no_grad()
-def depth1_logits(kind: str, head: Any, sample: Sample) -> tuple[torch.Tensor, torch.Tensor]:
-    """The head's teacher-forced logits for the first drafted position after every root in the
-    answer: FloatTensor[N, Vd] and draft labels LongTensor[N] (-100: not draftable).
-
-    Root ``t`` (``prompt_len <= t <= T - 2``) is the token the target just committed; the head
-    has the target's features up to ``t - 1`` and predicts the token at ``t + 1``, the same
-    question for every kind, so the accuracies are comparable across heads.
-    """
-    feats, first, n = sample.feats.float(), sample.prompt_len, len(sample.ids)
-    roots = torch.arange(first, n - 1)
-    if kind == "medusa":  # head 0 at position t - 1 predicts t + 1 (it never sees the root)
-        logits = head.lm_head(head.blocks[0](feats[roots - 1]))
-    elif kind == "eagle3":  # pair t - 1 = (feats[t - 1], ids[t]) predicts t + 1
-        logits = eagle3_step_logits(head, feats, sample.ids, 1)[0][roots - 1]
-    else:
-        logits = block_outputs(head, feats, sample.ids, sample.labels, roots)["logits"][:, 0]
-    return logits, sample.labels[roots + 1]
-
-
-def depth1_accuracy(kind: str, head: Any, held: list[Sample], k: int = 4) -> dict[str, float]:
+def depth1_accuracy(kind: HeadKind, head: Any, held: list[Sample], k: int = 4) -> dict[str, float]:
     """Held-out teacher-forced acceptance of the first drafted position: ``acc1`` (argmax ==
     the target's token) and ``acc{k}`` (the target's token among the top ``k``) over every
-    answer position; a token outside the draft vocabulary counts as a miss."""
+    answer position; a token outside the draft vocabulary counts as a miss. Every kind answers
+    the same question (:meth:`HeadKind.depth1_logits`), so the accuracies compare."""
     hits1 = hitsk = total = 0
     for s in held:
-        logits, labels = depth1_logits(kind, head, s)
+        logits, labels = kind.depth1_logits(head, s)
         top = logits.topk(min(k, logits.shape[-1]), -1).indices
         hits1 += int((top[:, 0] == labels).sum())
         hitsk += int((top == labels[:, None]).any(-1).sum())
@@ -384,52 +264,12 @@ def depth1_accuracy(kind: str, head: Any, held: list[Sample], k: int = 4) -> dic
     return {"acc1": hits1 / max(total, 1), f"acc{k}": hitsk / max(total, 1)}
 
 
-def evaluate(cfg: DictConfig, head: Any, held: list[Sample], step: int) -> dict[str, Any]:
+def evaluate(
+    cfg: DictConfig, kind: HeadKind, head: Any, held: list[Sample], step: int
+) -> dict[str, Any]:
     """One held-out evaluation: loss and depth-1 accuracies (head left in training mode)."""
-    return {"step": step, "loss": eval_loss(cfg, head, held),
-            **depth1_accuracy(cfg.kind, head, held)}  # fmt: skip
-
-
-@torch.no_grad()
-def calibrate(head: DSparkHead, held: list[Sample], per_sequence: int = 128) -> dict[str, Any]:
-    """Fit DSpark's confidence temperatures on held-out blocks; returns before/after metrics."""
-    rng = random.Random(0)
-    logits, accepted, inside = [], [], []
-    for s in held:
-        roots = anchors(s, per_sequence, rng)
-        if len(roots):
-            out = block_outputs(head, s.feats.float(), s.ids, s.labels, roots)
-            logits.append(out["conf_logit"])
-            accepted.append(out["accepted"])
-            inside.append(out["inside"])
-    if not logits:
-        return {"calibrated": False}
-    z, acc, valid = torch.cat(logits), torch.cat(accepted), torch.cat(inside)
-    temps = sequential_temperatures(z, acc, valid)
-    head.conf_temperature.copy_(temps)
-    alive = acc.long().cumprod(-1).bool()
-    before, after = survival(z, torch.ones_like(temps)), survival(z, temps)
-    ece = [[expected_calibration_error(s[valid[:, k], k], alive[valid[:, k], k])
-            for k in range(z.shape[1])] for s in (before, after)]  # fmt: skip
-    return {
-        "calibrated": True, "blocks": len(z), "temperatures": temps.tolist(),
-        "ece_survival_before": ece[0], "ece_survival_after": ece[1],
-        "conditional_acceptance": conditional_acceptance(acc, valid),
-        "chain_accepted_mean": float(alive[valid.all(-1)].float().sum(-1).mean()),
-        "predicted_chain_accepted_mean": float(after[valid.all(-1)].sum(-1).mean()),
-    }  # fmt: skip
-
-
-def conditional_acceptance(accepted: torch.Tensor, valid: torch.Tensor) -> list[float | None]:
-    """Per position k, the acceptance rate among blocks whose positions before k were all
-    accepted (teacher-forced): what a verifier sees at depth k + 1 of a chain."""
-    alive = torch.ones(len(accepted), dtype=torch.bool)
-    rates: list[float | None] = []
-    for k in range(accepted.shape[1]):
-        rows = valid[:, k] & alive
-        rates.append(float(accepted[rows, k].float().mean()) if rows.any() else None)
-        alive = alive & accepted[:, k]
-    return rates
+    return {"step": step, "loss": eval_loss(kind, head, held, cfg.seed),
+            **depth1_accuracy(kind, head, held)}  # fmt: skip
 
 
 class ActiveClock:
@@ -461,12 +301,72 @@ class ActiveClock:
         return dt
 
 
-def train(cfg: DictConfig) -> dict[str, Any]:
-    """The whole job; returns a summary (also written next to the checkpoint as JSON)."""
+@dataclass
+class Job:
+    """What one training run works on: the kind, its fresh head and the sequences."""
+
+    kind: HeadKind
+    head: Any
+    config: dict[str, Any]
+    samples: list[Sample]
+    held: list[Sample]
+    fingerprint: str
+
+
+def prepare(cfg: DictConfig, kind: HeadKind, target: HFTarget, data: dict[str, Any]) -> Job:
+    """Split the sequences, build their samples and a fresh head of ``kind``."""
+    usable = [i for i, s in enumerate(data["sequences"]) if len(s) > data["prompt_lens"][i] + 2]
+    held_flags = holdout_mask([data["keys"][i] for i in usable], cfg.data.holdout)
+    train_rows = [i for i, h in zip(usable, held_flags, strict=True) if not h]
+    held_rows = [i for i, h in zip(usable, held_flags, strict=True) if h]
+    layers = kind.feature_layers(target)
+    draft_ids = frequent_tokens([data["sequences"][i] for i in train_rows], cfg.head.draft_vocab,
+                                target.vocab_size)  # fmt: skip
+    samples = make_samples(cfg, target, data, layers, draft_ids, train_rows)
+    held = make_samples(cfg, target, data, layers, draft_ids, held_rows[: cfg.train.eval_sequences])
+    head, config = kind.build(target, draft_ids, samples[0].feats.shape[-1])
+    fingerprint = _fingerprint(cfg.kind, config, draft_ids, [data["keys"][i] for i in train_rows])
+    return Job(kind, head, config, samples, held, fingerprint)
+
+
+def run_steps(cfg: DictConfig, job: Job, opt: Any, state_path: Path, state: dict) -> dict:
+    """Train from ``state`` until the step or time cap, saving resumable states; returns the
+    final progress (step, log, evals, train_s)."""
     from tqdm import tqdm
 
-    if cfg.kind not in KINDS:
-        raise ConfigError(f"kind={cfg.kind}: allowed values are {', '.join(KINDS)}")
+    step, log, evals = state["step"], state["log"], state["evals"]
+    rng = random.Random(cfg.seed + step)
+    budget_s = 60.0 * cfg.train.max_minutes
+    max_steps = cfg.train.max_steps or float("inf")
+    clock = ActiveClock(state["train_s"])
+    bar = tqdm(total=cfg.train.max_steps or None, initial=step, desc=cfg.kind)
+    while step < max_steps and clock.seconds < budget_s:
+        clock.start()
+        loss, parts = job.kind.loss(job.head, job.samples[rng.randrange(len(job.samples))], rng)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        step += 1
+        clock.stop()
+        log.append({"step": step, "time_s": round(clock.seconds, 3),
+                    "loss": loss.item(), **parts})  # fmt: skip
+        bar.update(1)
+        if step % cfg.train.log_every == 0:
+            recent = [r["loss"] for r in log[-cfg.train.log_every :]]
+            bar.set_postfix(loss=f"{sum(recent) / len(recent):.3f}")
+        if step % cfg.train.eval_every == 0 and job.held:
+            evals.append(evaluate(cfg, job.kind, job.head, job.held, step))
+        if step % cfg.train.save_every == 0:
+            _save_state(state_path, job.head, opt, job.fingerprint,
+                        {"step": step, "log": log, "evals": evals,
+                         "train_s": clock.seconds})  # fmt: skip
+    bar.close()
+    return {"step": step, "log": log, "evals": evals, "train_s": clock.seconds}
+
+
+def train(cfg: DictConfig) -> dict[str, Any]:
+    """The whole job; returns a summary (also written next to the checkpoint as JSON)."""
+    kind = head_kind(cfg.kind)(cfg.head)
     torch.set_num_threads(cfg.num_threads)
     torch.manual_seed(cfg.seed)
     t_start = time.time()
@@ -477,61 +377,33 @@ def train(cfg: DictConfig) -> dict[str, Any]:
         return {"sequences": len(data["sequences"]), "generated": data["generated"],
                 "tokens": sum(map(len, data["sequences"])), "wall_s": data["wall_s"],
                 "features_computed": computed}  # fmt: skip
-    usable = [i for i, s in enumerate(data["sequences"]) if len(s) > data["prompt_lens"][i] + 2]
-    held_flags = holdout_mask([data["keys"][i] for i in usable], cfg.data.holdout)
-    train_rows = [i for i, h in zip(usable, held_flags, strict=True) if not h]
-    held_rows = [i for i, h in zip(usable, held_flags, strict=True) if h]
-    layers = feature_layers(cfg, target)
-    draft_ids = frequent_tokens([data["sequences"][i] for i in train_rows], cfg.head.draft_vocab,
-                                target.vocab_size)  # fmt: skip
-    samples = make_samples(cfg, target, data, layers, draft_ids, train_rows)
-    held = make_samples(cfg, target, data, layers, draft_ids, held_rows[: cfg.train.eval_sequences])
-    head, config = build_head(cfg, target, draft_ids, samples[0].feats.shape[-1])
-    params = [p for p in head.parameters() if p.requires_grad]
+    job = prepare(cfg, kind, target, data)
+    params = [p for p in job.head.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=cfg.train.lr, weight_decay=cfg.train.weight_decay)
     out = Path(cfg.out).expanduser()
     state_path = out.with_suffix(".state")
-    fingerprint = _fingerprint(cfg.kind, config, draft_ids, [data["keys"][i] for i in train_rows])
-    state = _resume(cfg, state_path, head, opt, fingerprint)
-    start, step, log, evals = state["step"], state["step"], state["log"], state["evals"]
-    rng = random.Random(cfg.seed + step)
-    budget_s = 60.0 * cfg.train.max_minutes
-    max_steps = cfg.train.max_steps or float("inf")
-    clock = ActiveClock(state["train_s"])
-    total = cfg.train.max_steps or None
-    bar = tqdm(total=total, initial=step, desc=cfg.kind)
-    while step < max_steps and clock.seconds < budget_s:
-        clock.start()
-        loss, parts = step_loss(cfg, head, samples[rng.randrange(len(samples))], rng)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        step += 1
-        clock.stop()
-        log.append({"step": step, "time_s": round(clock.seconds, 3),
-                    "loss": float(loss), **parts})  # fmt: skip
-        bar.update(1)
-        if step % cfg.train.log_every == 0:
-            recent = [r["loss"] for r in log[-cfg.train.log_every :]]
-            bar.set_postfix(loss=f"{sum(recent) / len(recent):.3f}")
-        if step % cfg.train.eval_every == 0 and held:
-            evals.append(evaluate(cfg, head, held, step))
-        if step % cfg.train.save_every == 0:
-            _save_state(state_path, head, opt, fingerprint,
-                        {"step": step, "log": log, "evals": evals,
-                         "train_s": clock.seconds})  # fmt: skip
-    bar.close()
-    trained_s = clock.seconds
-    if held and (not evals or evals[-1]["step"] != step):
-        evals.append(evaluate(cfg, head, held, step))
-    _save_state(state_path, head, opt, fingerprint,
-                {"step": step, "log": log, "evals": evals, "train_s": trained_s})  # fmt: skip
-    calibration = calibrate(head, held) if cfg.kind == "dspark" else None
-    save_checkpoint(out, cfg.kind, config, head)
+    state = _resume(cfg, state_path, job.head, opt, job.fingerprint)
+    progress = run_steps(cfg, job, opt, state_path, state)
+    step, evals = progress["step"], progress["evals"]
+    if job.held and (not evals or evals[-1]["step"] != step):
+        evals.append(evaluate(cfg, kind, job.head, job.held, step))
+    _save_state(state_path, job.head, opt, job.fingerprint, progress)
+    calibration = kind.calibrate(job.head, job.held)
+    kind.save(out, job.head, job.config)
+    return finish(cfg, job, data, out, progress, state["step"], calibration, t_start)
+
+
+def finish(
+    cfg: DictConfig, job: Job, data: dict[str, Any], out: Path, progress: dict, start: int,
+    calibration: dict[str, Any] | None, t_start: float,
+) -> dict[str, Any]:  # fmt: skip
+    """Write the loss log, its plot and the summary next to the checkpoint ``out``."""
+    log, evals = progress["log"], progress["evals"]
     write_log(out.with_suffix(".losses.csv"), log)
     plot_curves(out.with_suffix(".loss.png"), log, evals, f"{cfg.kind} on {cfg.model_name}")
-    summary = _summary(cfg, data, samples, log, step, trained_s, time.time() - t_start)
-    summary.update(resumed_from=start, held_out_sequences=len(held), eval_curve=evals)
+    summary = _summary(cfg, data, job.samples, log, progress["step"], progress["train_s"],
+                       time.time() - t_start)  # fmt: skip
+    summary.update(resumed_from=start, held_out_sequences=len(job.held), eval_curve=evals)
     if evals:
         summary["depth1_accuracy"] = {k: v for k, v in evals[-1].items() if k.startswith("acc")}
     if calibration is not None:

@@ -8,6 +8,7 @@ import torch
 from hydra.utils import instantiate
 
 from methods.dspark_head import pass_last_feature
+from methods.head_layers import for_inference
 from racer_bench.engine.cost import CostProfile, synthetic
 from racer_bench.engine.scheduler import ConfidenceScheduler
 from racer_bench.engine.structs import Draft, DraftContext
@@ -138,10 +139,8 @@ def start_heads_from_the_target(drafter, target) -> None:
     branch is zero, the LM head is the target's (Medusa's initialisation)."""
     weight = target.model.get_output_embeddings().weight
     size = weight.shape[1]
-    if drafter.name == "medusa":
-        drafter.heads = head = drafter._random_heads(size)
-    else:
-        drafter.head = head = drafter._random_head(size * len(drafter.needs.hidden_layers))
+    width = size * max(len(drafter.needs.hidden_layers), 1)  # Medusa: the final state only
+    drafter.head = head = for_inference(drafter._random_head(width), drafter.engine)
     with torch.no_grad():
         if drafter.name == "dspark":
             pass_last_feature(head)

@@ -5,8 +5,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from methods.heads import MedusaHeads, _best_nodes, grow_tree, save_checkpoint
+from methods.draft_tree import _best_nodes, grow_tree
+from methods.head_checkpoint import save_checkpoint
 from methods.medusa import MedusaDrafter
+from methods.medusa_head import MedusaHeads
 from racer_bench.engine.structs import DraftContext, Feedback
 from racer_bench.errors import ConfigError
 from tests.conftest import TINY_PROMPTS, ar_tokens, run_generate
@@ -56,8 +58,8 @@ def test_checkpoint_roundtrip_and_missing_checkpoint(tmp_path) -> None:
     path = tmp_path / "medusa.pt"
     save_checkpoint(path, "medusa", {"hidden_size": 64, "num_heads": 2, "num_layers": 1}, heads)
     drafter = MedusaDrafter(260, checkpoint=str(path))
-    assert drafter.heads is not None
-    assert torch.equal(drafter.heads.blocks[0][0].linear.weight, heads.blocks[0][0].linear.weight)
+    assert drafter.head is not None
+    assert torch.equal(drafter.head.blocks[0][0].linear.weight, heads.blocks[0][0].linear.weight)
     drafter.reset([1, 2], None)
     ctx = DraftContext([1, 2, 3], 3, 64, 64, hidden=torch.randn(3, 64, dtype=torch.float64))
     draft = drafter.propose(ctx)
@@ -73,9 +75,9 @@ def test_update_keeps_the_hidden_state_of_the_last_accepted_node() -> None:
     draft = drafter.propose(DraftContext([1], 1, 8, 8))
     assert len(draft) == 0  # nothing seen yet: no draft
     drafter.update(Feedback(draft, [0, 1], [5, 6, 7], hidden=hidden))
-    assert torch.equal(drafter._last, hidden[2])
+    assert torch.equal(drafter._pending[-1], hidden[2])
     drafter.update(Feedback(draft, [], [5], hidden=hidden))
-    assert torch.equal(drafter._last, hidden[0])
+    assert torch.equal(drafter._pending[-1], hidden[0])
 
 
 def test_medusa_is_lossless_with_a_tree(tiny_target) -> None:
