@@ -72,10 +72,20 @@ class HeadDrafter:
         if ctx.hidden is not None:
             self._pending = ctx.hidden
         if self._pending is not None:
+            device = self._pending.device
             if self.head is None:
-                self.head = for_inference(self._random_head(self._pending.shape[-1]), self.engine)
+                head = self._random_head(self._pending.shape[-1]).to(device)
+                self.head = for_inference(head, self.engine)
+            self._place_head(device)
             self._consume(self._pending, ctx.tokens[-len(self._pending) :])
             self._pending = None
+
+    def _place_head(self, device: torch.device) -> None:
+        """Move the head to the target's device, which only its first features tell (a head
+        loaded at construction is on the CPU)."""
+        param = next(self.head.parameters(), None)
+        if param is not None and param.device != device:
+            self.head.to(device)
 
     def update(self, fb: Feedback) -> None:
         if fb.hidden is not None:
