@@ -9,7 +9,7 @@ A settings object is what the group's ``_target_`` builds, and each of its keys 
 * the rest: the scheduler's own options; :meth:`make` builds one fresh scheduler per mode.
 
 ``tests/unit/test_scheduler_settings.py`` changes each key of each ``conf/scheduler`` YAML and
-fails when none of these three answers changes (a key accepted and ignored).
+fails unless exactly one of these three answers changes (none: a key accepted and ignored).
 """
 
 from __future__ import annotations
