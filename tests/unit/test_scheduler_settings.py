@@ -87,3 +87,21 @@ def test_saved_configs_naming_the_scheduler_classes_still_load():
     assert cfg.scheduler._target_ == "racer_bench.engine.scheduler_settings.ConfidenceSettings"
     fixed = {"_target_": "racer_bench.engine.scheduler.FixedScheduler", "draft_sizing": "cpu"}
     assert settings_of(fixed) == FixedSettings("cpu")
+
+
+def test_a_run_saved_with_the_scheduler_class_resumes(compose_cfg, tmp_path):
+    import json
+
+    from racer_bench.resume import restore
+    from racer_bench.runner import scheduler_settings, validate
+
+    cfg = compose_cfg("model=tiny_random", "task=tiny", "method=racer", "scheduler=confidence")
+    saved = OmegaConf.to_container(cfg, resolve=True)
+    saved["scheduler"] |= {"_target_": "racer_bench.engine.scheduler.ConfidenceScheduler",
+                           "_partial_": True}  # fmt: skip
+    manifest = {"config": saved, "choices": {"method": "racer", "scheduler": "confidence"}}
+    (tmp_path / "manifest.json").write_text(json.dumps(manifest))
+    resumed = restore(compose_cfg(f"resume={tmp_path}"))
+    validate(resumed.cfg)
+    assert scheduler_settings(resumed.cfg) == ConfidenceSettings()
+    assert resumed.cfg.method.capacity == 63
