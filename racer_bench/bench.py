@@ -109,14 +109,15 @@ def method_setup(
     ``scheduler=...`` and ``scheduler.<key>=...`` overrides go to the scheduler group (e.g.
     ``scheduler=confidence``, which also sizes the candidates); the rest to the method.
     """
-    from racer_bench.runner import cost_profile, make_scheduler
+    from racer_bench.runner import cost_profile, scheduler_settings
 
     top = [o for o in overrides if o.split("=")[0].split(".")[0] == "scheduler"]
     own = [f"method.{o}" for o in overrides if o not in top]
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         cfg = compose("config", [f"method={method}", *top, *own])
     drafter = instantiate(cfg.method)(vocab_size=target.vocab_size)
-    return drafter, make_scheduler(cfg, cost_profile(cfg, target, drafter))
+    settings = scheduler_settings(cfg)
+    return drafter, settings.make(cost_profile(settings, cfg, target, drafter))
 
 
 def interleave(

@@ -1,12 +1,13 @@
 """OmegaConf resolvers used by ``conf/``: hardware-dependent defaults.
 
 ``hardware: ${device_kind:${model.device}}`` in ``conf/config.yaml`` is ``cpu`` or ``gpu``;
-method YAMLs size their drafts with ``${draft_size:<cpu value>,<gpu value>}``, which follows
-``scheduler.draft_sizing``: the hardware under ``scheduler=fixed``, always ``gpu`` under
+method YAMLs size their drafts with ``${draft_size:<cpu value>,<gpu value>}``, which asks the
+scheduler group's settings object (:mod:`racer_bench.engine.scheduler_settings`) for its
+``draft_sizing``: the hardware under ``scheduler=fixed``, always ``gpu`` under
 ``scheduler=confidence`` (its candidates are cut per step by the scheduler). Why: a draft tree
 costs almost nothing extra on a GPU (the papers' 64 nodes), but on a CPU the forward pass grows
 with the number of tree tokens (docs/benchmarks.md: a 64-token forward costs ~4x a 1-token
-one), so the CPU defaults are the best capacities of the CPU capacity sweep.
+one), so CPU-sized drafts are smaller (how each CPU value was chosen: its method YAML).
 Override ``hardware=gpu`` to get the papers' sizes anywhere.
 """
 
@@ -39,16 +40,16 @@ def by_hardware(hardware: str, cpu_value: Any, gpu_value: Any, key: str = "hardw
 
 
 def draft_size(cpu_value: Any, gpu_value: Any, *, _root_: Any) -> Any:
-    """The draft size for ``scheduler.draft_sizing`` (``hardware`` when there is no scheduler).
+    """The draft size for the scheduler's ``draft_sizing`` (``hardware`` without a scheduler).
 
     A run config from before the scheduler group existed has no ``scheduler`` key; its sizes
     follow ``hardware`` as they did then.
     """
-    sizing = OmegaConf.select(_root_, "scheduler.draft_sizing", default=None)
-    if sizing is None:
-        return by_hardware(OmegaConf.select(_root_, "hardware", default="cpu"), cpu_value,
-                           gpu_value)  # fmt: skip
-    return by_hardware(sizing, cpu_value, gpu_value, key="scheduler.draft_sizing")
+    from racer_bench.engine.scheduler_settings import settings_of  # keeps the import light
+
+    hardware = OmegaConf.select(_root_, "hardware", default="cpu")
+    settings = settings_of(OmegaConf.select(_root_, "scheduler", default=None), hardware)
+    return by_hardware(settings.draft_sizing, cpu_value, gpu_value, key="scheduler.draft_sizing")
 
 
 def register() -> None:

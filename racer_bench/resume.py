@@ -21,6 +21,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from racer_bench.analysis import records as R
+from racer_bench.engine.scheduler_settings import upgrade
 from racer_bench.errors import ConfigError
 from racer_bench.resolvers import device_kind
 
@@ -57,6 +58,7 @@ def restore(
         raise ConfigError(f"resume={run_dir}: not a run folder (no {R.MANIFEST_FILE})")
     manifest = R.read_json(run_dir / R.MANIFEST_FILE)
     saved = OmegaConf.create(manifest["config"])
+    upgrade(saved)
     choices = dict(manifest.get("choices") or {})
     for group in ("model", "method", "verifier", "task"):
         choices.setdefault(group, manifest.get(group))

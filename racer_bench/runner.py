@@ -21,11 +21,12 @@ from racer_bench.analysis import records as R
 from racer_bench.analysis import tracking
 from racer_bench.analysis.summary import summarize
 from racer_bench.analysis.tracking import LoggerConfig
-from racer_bench.engine.cost import DEFAULT_CONTEXT, CostProfile, check_spec, resolve_profile
+from racer_bench.engine.cost import CostProfile
 from racer_bench.engine.decode import LoopOptions, generate
 from racer_bench.engine.drafter import Drafter, NullDrafter
 from racer_bench.engine.engine_choice import choose_auto
 from racer_bench.engine.scheduler import FixedScheduler, Scheduler
+from racer_bench.engine.scheduler_settings import SchedulerSettings, settings_of
 from racer_bench.engine.stopping import StopRule
 from racer_bench.engine.target import Engine, HFTarget
 from racer_bench.engine.verify import GreedyVerifier, Verifier
@@ -107,9 +108,7 @@ class RunConfig:
 def validate(cfg: DictConfig) -> None:
     """Check every key against :class:`RunConfig` before anything loads (one-line ConfigError)."""
     check(cfg, RunConfig)
-    scheduler = cfg.get("scheduler") or {}
-    if "profile" in scheduler:
-        check_spec(scheduler.profile)
+    scheduler_settings(cfg)  # checks what the schema cannot (a profile spec)
 
 
 def construct(node: DictConfig, group: str, **kwargs: Any) -> Any:
@@ -158,14 +157,15 @@ def build(cfg: DictConfig) -> Setup:
     verifier: Verifier = construct(cfg.verifier, "verifier")
     drafter = construct(cfg.method, "method", vocab_size=target.vocab_size)
     check_native(drafter, cfg)
-    profile = cost_profile(cfg, target, drafter)
-    method = Mode("method", drafter, verifier, make_scheduler(cfg, profile))
+    settings = scheduler_settings(cfg)
+    profile = cost_profile(settings, cfg, target, drafter)
+    method = Mode("method", drafter, verifier, settings.make(profile))
     modes = [method]
     if cfg.baseline == "same_run":
         modes.insert(0, Mode("baseline", NullDrafter(), verifier))
     if not verifier.lossless:  # lossy verifiers are judged against strict greedy, same drafter
         strict_drafter = construct(cfg.method, "method", vocab_size=target.vocab_size)
-        modes.append(Mode("strict", strict_drafter, GreedyVerifier(), make_scheduler(cfg, profile)))
+        modes.append(Mode("strict", strict_drafter, GreedyVerifier(), settings.make(profile)))
     max_new = task.max_new_tokens or cfg.max_new_tokens
     gc.collect()
     gc.freeze()  # model objects never die: keep full collections from pausing decode steps
@@ -199,24 +199,21 @@ def check_native(drafter: Drafter, cfg: DictConfig) -> None:
         raise ConfigError(f"method: vLLM's own proposer ({method}) runs only with backend=vllm")
 
 
-def cost_profile(cfg: DictConfig, target: HFTarget, drafter: Drafter) -> CostProfile | None:
+def scheduler_settings(cfg: DictConfig) -> SchedulerSettings:
+    """The scheduler group's settings (fixed, sized by ``hardware``, for configs without one)."""
+    return settings_of(cfg.get("scheduler"), cfg.get("hardware", "cpu"))
+
+
+def cost_profile(
+    settings: SchedulerSettings, cfg: DictConfig, target: HFTarget, drafter: Drafter
+) -> CostProfile | None:
     """The scheduler's cost curve up to the largest forward the drafter can make (or None)."""
-    scheduler = cfg.get("scheduler") or {}
-    if "profile" not in scheduler:
+    wanted = settings.profile_settings()
+    if wanted is None:
         return None
     largest = min(int(getattr(drafter, "capacity", cfg.max_draft)), cfg.max_draft)
     largest += 1 + int(getattr(drafter, "aux_capacity", 0))  # the root and any aux branch
-    reps = int(scheduler.get("profile_reps", 5))
-    context = int(scheduler.get("profile_context", DEFAULT_CONTEXT))
-    return resolve_profile(scheduler.profile, target, cfg.paths.cache_dir, largest, reps,
-                           context=context)  # fmt: skip
-
-
-def make_scheduler(cfg: DictConfig, profile: CostProfile | None) -> Scheduler:
-    """A fresh scheduler of ``cfg.scheduler`` (one per mode: each keeps its own statistics)."""
-    if "scheduler" not in cfg:
-        return FixedScheduler()
-    return construct(cfg.scheduler, "scheduler", **({"profile": profile} if profile else {}))
+    return wanted.resolve(target, cfg.paths.cache_dir, largest)
 
 
 def generate_turns(setup: Setup, mode: Mode, prompt: Prompt, seed: int) -> list[dict[str, Any]]:

@@ -24,16 +24,15 @@ import math
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Annotated, ClassVar, Literal, Protocol, runtime_checkable
+from typing import Annotated, ClassVar, Protocol, runtime_checkable
 
 import numpy as np
 from annotated_types import Interval
 
 from racer_bench.engine.acceptance import AcceptanceEstimator, Bucket, node_features, survival
-from racer_bench.engine.cost import DEFAULT_CONTEXT, CostProfile
+from racer_bench.engine.cost import CostProfile
 from racer_bench.engine.structs import Draft
 from racer_bench.engine.tree import select_nodes
-from racer_bench.errors import ConfigError
 from racer_bench.schema import NonNegativeFloat, PositiveFloat, PositiveInt
 
 
@@ -97,9 +96,6 @@ class FixedScheduler:
     name: ClassVar[str] = "fixed"
     persist_across_prompts = False
 
-    def __init__(self, draft_sizing: Literal["cpu", "gpu"] = "cpu") -> None:
-        self.draft_sizing = draft_sizing  # read by the method YAMLs (conf), kept for the record
-
     def reset(self) -> None:
         pass
 
@@ -137,13 +133,12 @@ def best_prefix(
     return sorted(order[:k]), float(values[k])
 
 
-class ConfidenceScheduler:
-    """Keeps the prefix (in decreasing survival) with the most expected tokens per cost.
+@dataclass(frozen=True)
+class ConfidenceOptions:
+    """How :class:`ConfidenceScheduler` estimates and admits nodes (its keys in
+    ``conf/scheduler/confidence.yaml``).
 
-    Args:
-        profile: the target's cost curve.
-        draft_sizing, profile_reps, profile_context: config keys read by the method YAMLs and by
-            :func:`racer_bench.engine.cost.resolve_profile`; kept for the record.
+    Attributes:
         persist_across_prompts: keep acceptance statistics across generation calls (default:
             reset per call, so results do not depend on prompt order).
         prior_mean, prior_strength, backoff_strength, max_depth: see
@@ -163,44 +158,44 @@ class ConfidenceScheduler:
             replacing them with bucket averages.
         adaptive_candidates, min_candidates, candidate_window: ask the drafter for at most
             twice the largest tree kept over the last ``candidate_window`` steps, and at least
-            ``min_candidates`` nodes (:meth:`candidate_budget`). Where the cost curve is steep
-            the scheduler keeps a few nodes of 64; building and scoring the rest every step is
-            overhead. A step that keeps everything it was offered doubles the next offer.
+            ``min_candidates`` nodes (:meth:`ConfidenceScheduler.candidate_budget`). Where the
+            cost curve is steep the scheduler keeps a few nodes of 64; building and scoring the
+            rest every step is overhead. A step that keeps everything it was offered doubles
+            the next offer.
+    """
+
+    persist_across_prompts: bool = False
+    prior_mean: Annotated[float, Interval(gt=0, lt=1)] = 0.5
+    prior_strength: PositiveFloat = 2.0
+    backoff_strength: NonNegativeFloat = 4.0
+    max_depth: PositiveInt = 12
+    explore: NonNegativeFloat = 0.0
+    learn_pruned: bool = True
+    score_prior: bool = True
+    adaptive_candidates: bool = True
+    min_candidates: PositiveInt = 16
+    candidate_window: PositiveInt = 16
+
+
+class ConfidenceScheduler:
+    """Keeps the prefix (in decreasing survival) with the most expected tokens per cost.
+
+    Args:
+        profile: the target's cost curve (resolved from ``scheduler.profile`` by
+            :mod:`racer_bench.engine.scheduler_settings`).
+        options: how nodes are estimated and admitted (default: the YAML's defaults).
     """
 
     name: ClassVar[str] = "confidence"
 
-    def __init__(
-        self,
-        profile: CostProfile | str,  # the YAML's spec; the runner passes the resolved curve
-        draft_sizing: Literal["cpu", "gpu"] = "gpu",
-        profile_reps: PositiveInt = 5,
-        profile_context: PositiveInt = DEFAULT_CONTEXT,
-        persist_across_prompts: bool = False,
-        prior_mean: Annotated[float, Interval(gt=0, lt=1)] = 0.5,
-        prior_strength: PositiveFloat = 2.0,
-        backoff_strength: NonNegativeFloat = 4.0,
-        max_depth: PositiveInt = 12,
-        explore: NonNegativeFloat = 0.0,
-        learn_pruned: bool = True,
-        score_prior: bool = True,
-        adaptive_candidates: bool = True,
-        min_candidates: PositiveInt = 16,
-        candidate_window: PositiveInt = 16,
-    ) -> None:
-        if not isinstance(profile, CostProfile):
-            raise ConfigError(f"scheduler.profile={profile}: the runner resolves it to a curve")
-        self.profile = profile
-        self.draft_sizing, self.profile_reps = draft_sizing, profile_reps
-        self.profile_context = profile_context
-        self.persist_across_prompts = persist_across_prompts
-        self.explore = explore
-        self.learn_pruned = learn_pruned
-        self.score_prior = score_prior
-        self.adaptive_candidates, self.min_candidates = adaptive_candidates, min_candidates
-        self._kept: deque[int] = deque(maxlen=candidate_window)
-        self.estimator = AcceptanceEstimator(prior_mean, prior_strength, backoff_strength,
-                                             max_depth)  # fmt: skip
+    def __init__(self, profile: CostProfile, options: ConfidenceOptions | None = None) -> None:
+        options = options or ConfidenceOptions()
+        self.profile, self.options = profile, options
+        self.persist_across_prompts = options.persist_across_prompts
+        self._kept: deque[int] = deque(maxlen=options.candidate_window)
+        self.estimator = AcceptanceEstimator(options.prior_mean, options.prior_strength,
+                                             options.backoff_strength,
+                                             options.max_depth)  # fmt: skip
 
     def reset(self) -> None:
         if not self.persist_across_prompts:
@@ -208,9 +203,9 @@ class ConfidenceScheduler:
             self._kept.clear()
 
     def candidate_budget(self) -> int | None:
-        if not self.adaptive_candidates:
+        if not self.options.adaptive_candidates:
             return None
-        return max(self.min_candidates, 2 * max(self._kept, default=0))
+        return max(self.options.min_candidates, 2 * max(self._kept, default=0))
 
     def schedule(self, draft: Draft) -> Plan:
         n = len(draft)
@@ -222,8 +217,9 @@ class ConfidenceScheduler:
         priors = self._priors(draft)
         mean = survival(parents, self.estimator.estimate(features, 0.0, priors))
         admit = mean
-        if self.explore > 0:
-            admit = survival(parents, self.estimator.estimate(features, self.explore, priors))
+        if self.options.explore > 0:
+            optimistic = self.estimator.estimate(features, self.options.explore, priors)
+            admit = survival(parents, optimistic)
         costs = self.profile.curve(np.arange(1, n + 2, dtype=float) + aux)
         keep, _ = best_prefix(parents, admit, costs)
         plan = Plan(draft, n, [mean[i] for i in keep], float(costs[len(keep)]),
@@ -237,13 +233,14 @@ class ConfidenceScheduler:
 
     def _priors(self, draft: Draft) -> list[float | None] | None:
         """The drafter's own probabilities, clipped to [0.01, 0.99], when it gives them."""
-        if not (self.score_prior and draft.score_is_probability and draft.score is not None):
+        wanted = self.options.score_prior and draft.score_is_probability
+        if not wanted or draft.score is None:
             return None
         return [None if math.isnan(x) else min(max(x, 0.01), 0.99) for x in draft.score.tolist()]
 
     def learn(self, plan: Plan, accepted: list[int], committed: Sequence[int] = ()) -> None:
         self._kept.append(len(plan.draft))
-        if plan.candidates is not None and self.learn_pruned and committed:
+        if plan.candidates is not None and self.options.learn_pruned and committed:
             assert plan.kept is not None and plan.candidate_features is not None
             parents = plan.candidates.parents.tolist()
             path = [plan.kept[i] for i in accepted]

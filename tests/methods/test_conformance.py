@@ -10,7 +10,7 @@ from hydra.utils import instantiate
 from methods.dspark_head import pass_last_feature
 from methods.head_layers import for_inference
 from racer_bench.engine.cost import CostProfile, synthetic
-from racer_bench.engine.scheduler import ConfidenceScheduler
+from racer_bench.engine.scheduler import ConfidenceOptions, ConfidenceScheduler
 from racer_bench.engine.structs import Draft, DraftContext
 from tests.conftest import CONF_DIR, TINY_PROMPTS, ar_tokens, run_generate
 
@@ -102,7 +102,7 @@ def test_method_is_lossless_under_the_confidence_scheduler(method, compose_cfg, 
         make_drafter(compose_cfg, method, tiny_target, "cpu", "scheduler=confidence")
     )
     for name, profile in CUT_PROFILES.items():
-        scheduler = ConfidenceScheduler(profile, prior_mean=0.6)
+        scheduler = ConfidenceScheduler(profile, ConfidenceOptions(prior_mean=0.6))
         for prompt_bytes in TINY_PROMPTS[:2]:
             prompt = list(prompt_bytes)
             expected = ar_tokens(tiny_target, prompt, max_new_tokens=24)

@@ -12,7 +12,12 @@ import torch
 
 from racer_bench.engine.acceptance import survival
 from racer_bench.engine.cost import CostProfile, synthetic
-from racer_bench.engine.scheduler import ConfidenceScheduler, FixedScheduler, best_prefix
+from racer_bench.engine.scheduler import (
+    ConfidenceOptions,
+    ConfidenceScheduler,
+    FixedScheduler,
+    best_prefix,
+)
 from racer_bench.engine.structs import AuxBranch, Draft, Source
 from racer_bench.engine.verify import greedy_accept
 
@@ -78,7 +83,7 @@ def target_accepts(draft: Draft, next_token: dict[int, int]) -> list[int]:
 
 
 def test_flat_curve_keeps_the_whole_candidate_tree() -> None:
-    scheduler = ConfidenceScheduler(synthetic("flat"), prior_mean=0.05)
+    scheduler = ConfidenceScheduler(synthetic("flat"), ConfidenceOptions(prior_mean=0.05))
     draft = make_draft(TREES[3], [math.nan] * len(TREES[3]))
     plan = scheduler.schedule(draft)
     assert plan.draft is draft and plan.n_candidates == len(draft)
@@ -86,7 +91,7 @@ def test_flat_curve_keeps_the_whole_candidate_tree() -> None:
 
 
 def test_steep_curve_with_low_estimates_keeps_only_the_root() -> None:
-    scheduler = ConfidenceScheduler(synthetic("steep"), prior_mean=0.2)
+    scheduler = ConfidenceScheduler(synthetic("steep"), ConfidenceOptions(prior_mean=0.2))
     plan = scheduler.schedule(make_draft(TREES[2]))
     assert len(plan.draft) == 0 and plan.n_candidates == len(TREES[2])
     assert plan.survival == [] and plan.predicted_accepted == 0.0 and plan.cost == 1.0
@@ -119,7 +124,9 @@ def test_aux_tokens_are_charged() -> None:
 def test_learning_resets_per_call_unless_persistent() -> None:
     draft = make_draft([-1])
     for persist, expected in ((False, 0.5), (True, (0 + 1) / (5 + 2))):
-        scheduler = ConfidenceScheduler(synthetic("flat"), persist_across_prompts=persist)
+        scheduler = ConfidenceScheduler(
+            synthetic("flat"), ConfidenceOptions(persist_across_prompts=persist)
+        )
         for _ in range(5):
             scheduler.learn(scheduler.schedule(draft), [])
         scheduler.reset()  # a new generation call
@@ -165,7 +172,7 @@ def test_a_bucket_judged_poor_recovers_from_cut_candidates() -> None:
     draft = make_draft([-1], [4.0])
     kept = {}
     for learn_pruned in (False, True):
-        scheduler = ConfidenceScheduler(profile, learn_pruned=learn_pruned)
+        scheduler = ConfidenceScheduler(profile, ConfidenceOptions(learn_pruned=learn_pruned))
         for step in range(40):
             plan = scheduler.schedule(draft)
             accepted = target_accepts(plan.draft, {-1: 10 if step >= 4 else 99})
@@ -182,7 +189,11 @@ def test_probability_scores_are_the_back_off_of_their_own_bucket() -> None:
     scheduler = ConfidenceScheduler(synthetic("flat"))
     first = scheduler.schedule(draft).survival
     assert first == pytest.approx([0.9, 0.1])
-    plain = ConfidenceScheduler(synthetic("flat"), score_prior=False).schedule(draft).survival
+    plain = (
+        ConfidenceScheduler(synthetic("flat"), ConfidenceOptions(score_prior=False))
+        .schedule(draft)
+        .survival
+    )
     assert plain == pytest.approx([0.5, 0.5])
     for _ in range(30):  # the target never takes the 0.9 node (token 10) and always token 11
         plan = scheduler.schedule(draft)
@@ -193,7 +204,9 @@ def test_probability_scores_are_the_back_off_of_their_own_bucket() -> None:
 
 def test_candidate_budget_follows_the_trees_it_keeps() -> None:
     """At least min_candidates; twice the largest kept tree of the window; reset per call."""
-    scheduler = ConfidenceScheduler(synthetic("flat"), min_candidates=4, candidate_window=2)
+    scheduler = ConfidenceScheduler(
+        synthetic("flat"), ConfidenceOptions(min_candidates=4, candidate_window=2)
+    )
     assert scheduler.candidate_budget() == 4
     chain = make_draft(list(range(-1, 9)))  # 10 nodes, kept whole on a flat curve
     scheduler.learn(scheduler.schedule(chain), [])
@@ -204,5 +217,7 @@ def test_candidate_budget_follows_the_trees_it_keeps() -> None:
     scheduler.learn(scheduler.schedule(chain), [])
     scheduler.reset()
     assert scheduler.candidate_budget() == 4
-    fixed_offer = ConfidenceScheduler(synthetic("flat"), adaptive_candidates=False)
+    fixed_offer = ConfidenceScheduler(
+        synthetic("flat"), ConfidenceOptions(adaptive_candidates=False)
+    )
     assert fixed_offer.candidate_budget() is None and FixedScheduler().candidate_budget() is None
