@@ -18,6 +18,7 @@ from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
 
 from racer_bench import hardware
+from racer_bench.configs import CONF_DIR, constructor_node
 from racer_bench.engine.decode import LoopOptions, generate
 from racer_bench.engine.drafter import Drafter
 from racer_bench.engine.scheduler import Scheduler
@@ -27,7 +28,6 @@ from racer_bench.engine.verify import GreedyVerifier
 from racer_bench.schema import check
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-CONF_DIR = REPO_ROOT / "conf"
 
 
 @dataclass
@@ -98,7 +98,7 @@ def method_drafter(method: str, vocab_size: int, overrides: Sequence[str] = ()) 
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         cfg = compose("config", [f"method={method}", *(f"method.{o}" for o in overrides)])
     check(cfg.method, None, "method.")  # one-line ConfigError for a bad value, before building
-    return instantiate(cfg.method)(vocab_size=vocab_size)
+    return instantiate(constructor_node(cfg.method))(vocab_size=vocab_size)
 
 
 def method_setup(
@@ -115,7 +115,7 @@ def method_setup(
     own = [f"method.{o}" for o in overrides if o not in top]
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         cfg = compose("config", [f"method={method}", *top, *own])
-    drafter = instantiate(cfg.method)(vocab_size=target.vocab_size)
+    drafter = instantiate(constructor_node(cfg.method))(vocab_size=target.vocab_size)
     return drafter, make_scheduler(cfg, cost_profile(cfg, target, drafter))
 
 
