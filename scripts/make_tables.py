@@ -33,6 +33,7 @@ import numpy as np
 import pandas as pd
 
 from racer_bench.analysis import frames as F
+from racer_bench.analysis import names
 from racer_bench.analysis import paper_numbers as PN
 from racer_bench.analysis.plots import SPEC_BENCH_GROUPS, asd_label, pareto_front
 from racer_bench.tasks.spec_bench import MT_BENCH_CATEGORIES, SINGLE_TURN_CATEGORIES
@@ -88,9 +89,9 @@ def reported(numbers: dict[str, PN.Reported] | None) -> str:
 
 def row_name(row: pd.Series) -> str:
     """``RACER [lru=false] / Spec-Bench``: how a note names the run behind a table row."""
-    method = F.METHOD_NAMES.get(row["method"], row["method"])
+    method = names.method_name(row["method"])
     variant = f" [{row['variant']}]" if row.get("variant") else ""
-    return f"{method}{variant} / {F.TASK_NAMES.get(row['task'], row['task'])}"
+    return f"{method}{variant} / {names.task_name(row['task'])}"
 
 
 SETTING_KEYS = ["hardware_id", "hardware", "engine"]
@@ -139,11 +140,11 @@ def context_notes(df: pd.DataFrame, name: Callable[[pd.Series], str] = row_name)
     and a note naming the rows concerned when the runs mix machines or engines."""
     first = df.iloc[0]
     lengths = ", ".join(
-        f"{F.TASK_NAMES.get(t, t)} {int(n)}"
+        f"{names.task_name(t)} {int(n)}"
         for t, n in df.groupby("task", sort=False)["max_new_tokens"].first().items()
     )
     prompts = ", ".join(
-        f"{F.TASK_NAMES.get(t, t)} {int(n)}"
+        f"{names.task_name(t)} {int(n)}"
         for t, n in df.groupby("task", sort=False)["n_prompts"].max().items()
     )
     notes = [
@@ -191,13 +192,13 @@ def ordering_note(
 def spec_bench_speedups(df: pd.DataFrame) -> dict[str, float]:
     """``{method label: Spec-Bench overall speedup}`` of a runs frame."""
     spec = df[df["task"] == "spec_bench"].dropna(subset=["speedup"])
-    return {F.METHOD_NAMES.get(m, m): float(v) for m, v in spec[["method", "speedup"]].values}
+    return {names.method_name(m): float(v) for m, v in spec[["method", "speedup"]].values}
 
 
 def reported_values(numbers: dict[str, dict[str, PN.Reported]], key: str) -> dict[str, float]:
     """``{method label: value}`` of one reported metric, where the paper gives a number."""
     return {
-        F.METHOD_NAMES.get(method, method): cell[key].value
+        names.method_name(method): cell[key].value
         for method, cell in numbers.items()
         if key in cell and cell[key].value is not None
     }
@@ -231,12 +232,12 @@ def main_table(runs_df: pd.DataFrame, cats_df: pd.DataFrame, paper: bool) -> Tab
     tasks = [t for t in dict.fromkeys(df["task"]) if t != "spec_bench"]
     header = ["method", *[g.replace("_", " ") for g in groups]]
     header += ["Spec-Bench overall"] if "spec_bench" in set(df["task"]) else []
-    header += [F.TASK_NAMES.get(t, t) for t in tasks]
+    header += [names.task_name(t) for t in tasks]
     sources = ["racer", "spec_bench"] if paper else []
     header += [f"{PN.column(s)}: Spec-Bench overall" for s in sources]
     rows = []
     for method in dict.fromkeys(df["method"]):
-        label = F.METHOD_NAMES.get(method, method)
+        label = names.method_name(method)
         cells = [speed_cell(lookup(cats, method=method, category=g)) for g in groups]
         if "spec_bench" in set(df["task"]):
             cells.append(speed_cell(lookup(df, method=method, task="spec_bench")))
@@ -296,7 +297,7 @@ def spec_bench_categories_table(runs_df: pd.DataFrame, raw_df: pd.DataFrame) -> 
     present = set(cats["category"])
     categories = [c for c in order if c in present] + sorted(present - set(order))
     methods = list(dict.fromkeys(cats["method"]))
-    header = ["category", "prompts", *[F.METHOD_NAMES.get(m, m) for m in methods]]
+    header = ["category", "prompts", *[names.method_name(m) for m in methods]]
     rows = []
     for category in [*categories, None]:
         where = cats[cats["category"] == category] if category else df
@@ -323,7 +324,7 @@ def ablation_table(runs_df: pd.DataFrame, paper: bool) -> Table | None:
     tasks = list(dict.fromkeys(df["task"]))
     header = ["RACER variant", "override"]
     for task in tasks:
-        name = F.TASK_NAMES.get(task, task)
+        name = names.task_name(task)
         header += [f"{name}: speedup (MAT)", f"{name}: retrieval hit"]
     header += [f"{PN.column('racer')}: MAT (Spec-Bench)"] if paper else []
     rows = []
@@ -376,7 +377,7 @@ def ablation_ordering_notes(df: pd.DataFrame, present: list[tuple[str, str]]) ->
 
 def retrieval_cells(df: pd.DataFrame, method: str, tasks: list[str], paper: bool) -> list[str]:
     """One method's row of the LogitSpec table."""
-    cells = [F.METHOD_NAMES.get(method, method)]
+    cells = [names.method_name(method)]
     for task in tasks:
         row = lookup(df, method=method, task=task)
         values = [None if row is None else row.get(k) for k in
@@ -405,7 +406,7 @@ def logitspec_table(runs_df: pd.DataFrame, paper: bool) -> Table | None:
     tasks = list(dict.fromkeys(df["task"]))
     header = ["method"]
     for task in tasks:
-        name = F.TASK_NAMES.get(task, task)
+        name = names.task_name(task)
         header += [f"{name}: speedup", f"{name}: MAT", f"{name}: retrieval success"]
     header += [PN.column("logitspec"), f"{PN.column('racer')}: Spec-Bench"] if paper else []
     rows = [retrieval_cells(df, method, tasks, paper) for method in dict.fromkeys(df["method"])]
@@ -462,7 +463,7 @@ def asd_comparison_notes(df: pd.DataFrame) -> list[str]:
     if rows.empty:
         return []
     ours = "; ".join(
-        f"{F.TASK_NAMES.get(r['task'], r['task'])} {F.METHOD_NAMES.get(r['method'], r['method'])}"
+        f"{names.task_name(r['task'])} {names.method_name(r['method'])}"
         f" {num(r['gain_vs_strict'], '{:+.1%}')} (MAT {num(r.get('strict_mat'), '{:.2f}')} → "
         f"{num(r['mat'], '{:.2f}')})"
         for _, r in rows.iterrows()
@@ -517,8 +518,8 @@ def with_ci(row: pd.Series, key: str, pattern: str, scale: float = 1.0) -> str:
 def asd_cells(row: pd.Series) -> list[str]:
     """Our cells of one ASD run (a runs-frame row)."""
     return [
-        F.TASK_NAMES.get(row["task"], row["task"]),
-        F.METHOD_NAMES.get(row["method"], row["method"]),
+        names.task_name(row["task"]),
+        names.method_name(row["method"]),
         asd_label(row),
         num(row["gain_vs_strict"], "{:+.1%}"),
         f"{num(row.get('strict_mat'), '{:.2f}')} → {num(row['mat'], '{:.2f}')}",

@@ -11,6 +11,7 @@ import pytest
 from omegaconf import DictConfig, OmegaConf
 
 from racer_bench.analysis import frames as F
+from racer_bench.analysis import names
 from racer_bench.analysis import paper_numbers as PN
 from tests.scripts import load_script
 from tests.unit.test_frames import SPEC_CATEGORIES, write_run
@@ -218,7 +219,7 @@ def test_the_curated_tables_note_every_mix_of_machines_or_engines() -> None:
             shown = " ".join(" ".join(row[:3]) for row in table.rows)
             home = [r for r in home if r.summary.get("gain_vs_strict") is not None]
             settings = {(F.hardware_of(r.manifest)[0], F.engine_of(r.manifest)) for r in home
-                        if F.METHOD_NAMES.get(r.method, r.method) in shown}  # fmt: skip
+                        if names.method_name(r.method) in shown}  # fmt: skip
         noted = any(n.startswith("Mixed machines or engines") for n in table.notes)
         if len(settings) > 1:
             assert noted, f"{table.key} mixes {settings} without a note"
