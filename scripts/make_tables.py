@@ -60,6 +60,15 @@ class Table:
     notes: list[str] = field(default_factory=list)
 
 
+# The papers' reported numbers (racer_bench/analysis/data/paper_numbers.yaml).
+RACER_SPEC_BENCH = PN.table("racer_spec_bench")
+SPEC_BENCH_LEADERBOARD = PN.table("spec_bench_leaderboard")
+RACER_ABLATION_MAT = PN.table("racer_ablation_mat")
+LOGITSPEC_HEADLINE = PN.table("logitspec_headline")
+ASD_REPORTED = PN.table("asd_reported")
+ASD_FROZEN = PN.table("asd_frozen")
+
+
 def num(value: float | None, pattern: str) -> str:
     """``pattern.format(value)``, or a dash for a missing value."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
@@ -242,7 +251,7 @@ def main_table(runs_df: pd.DataFrame, cats_df: pd.DataFrame, paper: bool) -> Tab
         if "spec_bench" in set(df["task"]):
             cells.append(speed_cell(lookup(df, method=method, task="spec_bench")))
         cells += [speed_cell(lookup(df, method=method, task=t)) for t in tasks]
-        tables = {"racer": PN.RACER_SPEC_BENCH, "spec_bench": PN.SPEC_BENCH_LEADERBOARD}
+        tables = {"racer": RACER_SPEC_BENCH, "spec_bench": SPEC_BENCH_LEADERBOARD}
         cells += [reported(tables[s].get(method)) for s in sources]
         rows.append([label, *cells])
     notes = [
@@ -277,8 +286,8 @@ def main_ordering_notes(df: pd.DataFrame) -> list[str]:
     what = "Spec-Bench overall speedup"
     notes = [
         ordering_note(what, ours, reported_values(numbers, "speedup"), source, "{:.2f}×")
-        for source, numbers in (("racer", PN.RACER_SPEC_BENCH),
-                                ("spec_bench", PN.SPEC_BENCH_LEADERBOARD))
+        for source, numbers in (("racer", RACER_SPEC_BENCH),
+                                ("spec_bench", SPEC_BENCH_LEADERBOARD))
     ]  # fmt: skip
     notes = [n for n in notes if n]
     return [*notes, MAIN_WHY] if notes else []
@@ -336,7 +345,7 @@ def ablation_table(runs_df: pd.DataFrame, paper: bool) -> Table | None:
             cells += [speed_cell(row), num(hit, "{:.0%}")]
         if paper:
             cells.append(
-                PN.RACER_ABLATION_MAT[variant].text if variant in PN.RACER_ABLATION_MAT else DASH
+                RACER_ABLATION_MAT[variant].text if variant in RACER_ABLATION_MAT else DASH
             )
         rows.append(cells)
     notes = [
@@ -369,8 +378,8 @@ def ablation_ordering_notes(df: pd.DataFrame, present: list[tuple[str, str]]) ->
         row = lookup(df, variant=variant, task="spec_bench")
         if row is not None and not pd.isna(row.get("mat")):
             ours[name] = float(row["mat"])
-        if variant in PN.RACER_ABLATION_MAT and variant != "logit_source=last":
-            reference[name] = PN.RACER_ABLATION_MAT[variant].value
+        if variant in RACER_ABLATION_MAT and variant != "logit_source=last":
+            reference[name] = RACER_ABLATION_MAT[variant].value
     note = ordering_note("Spec-Bench MAT", ours, reference, "racer", "{:.2f}")
     return [note, ABLATION_WHY] if note else []
 
@@ -384,8 +393,8 @@ def retrieval_cells(df: pd.DataFrame, method: str, tasks: list[str], paper: bool
                   ("speedup", "mat", "retrieval_hit_rate")]  # fmt: skip
         cells += [num(v, f) for v, f in zip(values, ("{:.2f}×", "{:.2f}", "{:.0%}"), strict=True)]
     if paper:
-        own = PN.LOGITSPEC_HEADLINE if method == "logitspec" else None
-        cells += [reported(own), reported(PN.RACER_SPEC_BENCH.get(method))]
+        own = LOGITSPEC_HEADLINE if method == "logitspec" else None
+        cells += [reported(own), reported(RACER_SPEC_BENCH.get(method))]
     return cells
 
 
@@ -415,7 +424,7 @@ def logitspec_table(runs_df: pd.DataFrame, paper: bool) -> Table | None:
         "(LogitSpec: an n-gram match of the next-next token guesses).",
         *context_notes(df),
     ]
-    ours, reference = spec_bench_speedups(df), reported_values(PN.RACER_SPEC_BENCH, "speedup")
+    ours, reference = spec_bench_speedups(df), reported_values(RACER_SPEC_BENCH, "speedup")
     note = ordering_note("Spec-Bench speedup", ours, reference, "racer", "{:.2f}×")
     notes += [note, LOGITSPEC_WHY] if note and paper else []
     sources = ["logitspec", "racer"] if paper else []
@@ -439,16 +448,16 @@ def asd_rows(df: pd.DataFrame) -> pd.DataFrame:
     else:
         front = pareto_front(gain, *quality)
     frozen = np.ones(len(df), dtype=bool)
-    for column, value in PN.ASD_FROZEN.items():
+    for column, value in ASD_FROZEN.items():
         frozen &= (df[column] == value).to_numpy() if column in df else False
     return df[front | frozen].sort_values("gain_vs_strict", ascending=False)
 
 
 def asd_paper_cells(row: pd.Series) -> list[str]:
     """The ASD paper's numbers on the row of its frozen setting (dashes elsewhere)."""
-    if any(row.get(k) != v for k, v in PN.ASD_FROZEN.items()):
+    if any(row.get(k) != v for k, v in ASD_FROZEN.items()):
         return [DASH] * 4
-    r = PN.ASD_REPORTED
+    r = ASD_REPORTED
     accuracy = r["accuracy_delta_humaneval"].text if row["task"] == "humaneval" else DASH
     divergence = r["divergence_math"].text if row["task"] in ("gsm8k", "math500") else DASH
     return [r["gain"].text, r["mat"].text, accuracy, divergence]
@@ -457,7 +466,7 @@ def asd_paper_cells(row: pd.Series) -> list[str]:
 def asd_comparison_notes(df: pd.DataFrame) -> list[str]:
     """Our gains at the paper's frozen setting, per drafter, beside the paper's range."""
     frozen = np.ones(len(df), dtype=bool)
-    for column, value in PN.ASD_FROZEN.items():
+    for column, value in ASD_FROZEN.items():
         frozen &= (df[column] == value).to_numpy() if column in df else False
     rows = df[frozen]
     if rows.empty:
@@ -470,8 +479,8 @@ def asd_comparison_notes(df: pd.DataFrame) -> list[str]:
     )
     return [
         f"At the paper's frozen setting B=8 g=0.25 M=2, ours: {ours}; "
-        f"{PN.column('asd')}: {PN.ASD_REPORTED['gain'].text}, MAT "
-        f"{PN.ASD_REPORTED['mat'].text}. {ASD_WHY}"
+        f"{PN.column('asd')}: {ASD_REPORTED['gain'].text}, MAT "
+        f"{ASD_REPORTED['mat'].text}. {ASD_WHY}"
     ]
 
 
