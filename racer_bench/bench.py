@@ -18,6 +18,8 @@ from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
 
 from racer_bench import hardware
+from racer_bench.analysis import metrics as M
+from racer_bench.configs import CONF_DIR, constructor_node
 from racer_bench.engine.decode import LoopOptions, generate
 from racer_bench.engine.drafter import Drafter
 from racer_bench.engine.scheduler import Scheduler
@@ -27,28 +29,66 @@ from racer_bench.engine.verify import GreedyVerifier
 from racer_bench.schema import check
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-CONF_DIR = REPO_ROOT / "conf"
+
+
+MODE = "method"  # the mode a contender's prompts are recorded under for analysis/metrics.py
 
 
 @dataclass
 class Tally:
-    """Per-contender totals over prompts."""
+    """Per-contender prompts, as records that :mod:`racer_bench.analysis.metrics` measures."""
 
-    tokens: int = 0
-    seconds: float = 0.0
-    steps: int = 0
-    committed: int = 0
-    draft_seconds: float = 0.0
-    retrieval_steps: int = 0
+    records: list[M.Record] = field(default_factory=list)
     outputs: list[list[int]] = field(default_factory=list)
+
+    def add(self, tokens: list[int], seconds: float, steps: Sequence[Any]) -> None:
+        """One prompt: its tokens, wall seconds and decode steps (none for ``generate``)."""
+        self.outputs.append(tokens)
+        self.records.append({MODE: {"turns": [turn(tokens, seconds, steps)]}})
+
+    @property
+    def tokens(self) -> int:
+        return sum(M.new_tokens(r, MODE) for r in self.records)
+
+    @property
+    def seconds(self) -> float:
+        return sum(M.wall_time(r, MODE) for r in self.records)
+
+    @property
+    def steps(self) -> int:
+        return sum(len(M.step_column(r, MODE, "n_committed")) for r in self.records)
 
     @property
     def tokens_per_s(self) -> float:
-        return self.tokens / self.seconds if self.seconds else float("nan")
+        return M.tokens_per_s(self.records, MODE)
 
     @property
     def mat(self) -> float:
-        return self.committed / self.steps if self.steps else float("nan")
+        return M.mat(self.records, MODE)
+
+    @property
+    def retrieval_hit_rate(self) -> float:
+        return M.retrieval_hit_rate(self.records, MODE)
+
+    @property
+    def draft_share(self) -> float:
+        """Drafting + update time / wall time; NaN for a contender without decode steps."""
+        return M.draft_time_share(self.records, MODE) if self.steps else float("nan")
+
+
+def turn(tokens: list[int], seconds: float, steps: Sequence[Any]) -> dict[str, Any]:
+    """A one-turn record of a timed generation: all of it counted as decode time."""
+    return {
+        "tokens": tokens,
+        "prefill_time": 0.0,
+        "decode_time": seconds,
+        "steps": {
+            "n_committed": [s.n_committed for s in steps],
+            "t_draft": [s.t_draft for s in steps],
+            "t_update": [s.t_update for s in steps],
+            "has_retrieval": [int(s.has_retrieval) for s in steps],
+        },
+    }
 
 
 Runner = Callable[[list[int]], tuple[list[int], float, list[Any]]]
@@ -98,7 +138,7 @@ def method_drafter(method: str, vocab_size: int, overrides: Sequence[str] = ()) 
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         cfg = compose("config", [f"method={method}", *(f"method.{o}" for o in overrides)])
     check(cfg.method, None, "method.")  # one-line ConfigError for a bad value, before building
-    return instantiate(cfg.method)(vocab_size=vocab_size)
+    return instantiate(constructor_node(cfg.method))(vocab_size=vocab_size)
 
 
 def method_setup(
@@ -115,7 +155,7 @@ def method_setup(
     own = [f"method.{o}" for o in overrides if o not in top]
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         cfg = compose("config", [f"method={method}", *top, *own])
-    drafter = instantiate(cfg.method)(vocab_size=target.vocab_size)
+    drafter = instantiate(constructor_node(cfg.method))(vocab_size=target.vocab_size)
     settings = scheduler_settings(cfg)
     return drafter, settings.make(cost_profile(settings, cfg, target, drafter))
 
@@ -137,15 +177,7 @@ def interleave(
     for index, ids in enumerate(tqdm(prompts, disable=not progress, unit="prompt")):
         shift = index % len(names)
         for name in names[shift:] + names[:shift]:
-            tokens, seconds, steps = runners[name](ids)
-            tally = tallies[name]
-            tally.tokens += len(tokens)
-            tally.seconds += seconds
-            tally.outputs.append(tokens)
-            tally.steps += len(steps)
-            tally.committed += sum(s.n_committed for s in steps)
-            tally.draft_seconds += sum(s.t_draft + s.t_update for s in steps)
-            tally.retrieval_steps += sum(s.has_retrieval for s in steps)
+            tallies[name].add(*runners[name](ids))
         if on_prompt:
             on_prompt(tallies, index + 1)
     return tallies
@@ -173,8 +205,7 @@ def markdown_table(tallies: dict[str, Tally], base: str, reference: str) -> str:
         "|---|---:|---:|---:|---:|---:|---:|",
     ]
     for name, t in tallies.items():
-        hit = t.retrieval_steps / t.steps if t.steps else float("nan")
-        share = t.draft_seconds / t.seconds if t.steps else float("nan")
+        hit, share = t.retrieval_hit_rate, t.draft_share
         same = identical_count(t, tallies[reference])
         lines.append(
             f"| {name} | {t.tokens_per_s:.2f} | {t.tokens_per_s / tallies[base].tokens_per_s:.2f}x "

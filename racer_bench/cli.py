@@ -18,9 +18,9 @@ from omegaconf import DictConfig
 from racer_bench import runlock
 from racer_bench.analysis import records as R
 from racer_bench.analysis.report import print_batch_summary, print_summary
+from racer_bench.configs import CONF_DIR
 from racer_bench.errors import ConfigError, RunStopped, find_config_error
 
-CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
 GROUPS = ("backend", "model", "method", "verifier", "scheduler", "task", "logger", "experiment",
           "sweep", "debug")  # fmt: skip
 

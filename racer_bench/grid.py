@@ -25,7 +25,7 @@ from tqdm.auto import tqdm
 
 from racer_bench import hardware, runlock
 from racer_bench.analysis import records as R
-from racer_bench.cli import CONF_DIR
+from racer_bench.configs import CONF_DIR
 from racer_bench.engine.verify import GreedyVerifier
 from racer_bench.errors import ConfigError
 from racer_bench.resume import differing_keys

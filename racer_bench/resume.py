@@ -21,12 +21,12 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from racer_bench.analysis import records as R
+from racer_bench.configs import CONF_DIR
 from racer_bench.engine.scheduler_settings import upgrade
 from racer_bench.errors import ConfigError
 from racer_bench.resolvers import device_kind
 
 SAFE_KEYS = ("resume", "num_threads", "warmup_prompts", "logger", "tags", "experiment_name")
-CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
 
 
 @dataclass

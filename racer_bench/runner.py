@@ -21,6 +21,7 @@ from racer_bench.analysis import records as R
 from racer_bench.analysis import tracking
 from racer_bench.analysis.summary import summarize
 from racer_bench.analysis.tracking import LoggerConfig
+from racer_bench.configs import constructor_node
 from racer_bench.engine.cost import CostProfile
 from racer_bench.engine.decode import LoopOptions, generate
 from racer_bench.engine.drafter import Drafter, NullDrafter
@@ -120,7 +121,7 @@ def construct(node: DictConfig, group: str, **kwargs: Any) -> Any:
     raised deeper (a library, a bug) keeps its traceback.
     """
     try:
-        made = instantiate(node)
+        made = instantiate(constructor_node(node))
         return made(**kwargs) if kwargs else made
     except Exception as error:
         cause = find_config_error(error) or _constructor_error(error, str(node._target_))

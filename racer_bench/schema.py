@@ -34,6 +34,7 @@ from annotated_types import Ge, Gt, Interval, Le, Lt
 from omegaconf import DictConfig, ListConfig, OmegaConf
 from pydantic import ConfigDict, TypeAdapter, ValidationError
 
+from racer_bench.configs import DISPLAY_KEYS
 from racer_bench.errors import ConfigError, find_config_error
 
 PositiveInt = Annotated[int, Ge(1)]
@@ -44,7 +45,10 @@ Probability = Annotated[float, Interval(ge=0, le=1)]
 Seed = Annotated[int, Ge(0)]
 Instantiable = Annotated[dict[str, Any], "a config node with _target_"]
 
-RESERVED_KEYS = frozenset({"_target_", "_partial_", "_recursive_", "_convert_", "_args_"})
+# Hydra's own keys, and the keys that show a method or task in tables (no constructor argument)
+RESERVED_KEYS = (
+    frozenset({"_target_", "_partial_", "_recursive_", "_convert_", "_args_"}) | DISPLAY_KEYS
+)
 BOUNDS = (Ge, Gt, Le, Lt, Interval)
 _STRICT = ConfigDict(strict=True, arbitrary_types_allowed=True)
 _NOUNS = {int: ("an integer", "integers"), float: ("a number", "numbers"),

@@ -33,6 +33,7 @@ import numpy as np
 import pandas as pd
 
 from racer_bench.analysis import frames as F
+from racer_bench.analysis import names
 from racer_bench.analysis import paper_numbers as PN
 from racer_bench.analysis.plots import SPEC_BENCH_GROUPS, asd_label, pareto_front
 from racer_bench.tasks.spec_bench import MT_BENCH_CATEGORIES, SINGLE_TURN_CATEGORIES
@@ -57,6 +58,15 @@ class Table:
     header: list[str]
     rows: list[list[str]]
     notes: list[str] = field(default_factory=list)
+
+
+# The papers' reported numbers (racer_bench/analysis/data/paper_numbers.yaml).
+RACER_SPEC_BENCH = PN.table("racer_spec_bench")
+SPEC_BENCH_LEADERBOARD = PN.table("spec_bench_leaderboard")
+RACER_ABLATION_MAT = PN.table("racer_ablation_mat")
+LOGITSPEC_HEADLINE = PN.table("logitspec_headline")
+ASD_REPORTED = PN.table("asd_reported")
+ASD_FROZEN = PN.table("asd_frozen")
 
 
 def num(value: float | None, pattern: str) -> str:
@@ -88,9 +98,9 @@ def reported(numbers: dict[str, PN.Reported] | None) -> str:
 
 def row_name(row: pd.Series) -> str:
     """``RACER [lru=false] / Spec-Bench``: how a note names the run behind a table row."""
-    method = F.METHOD_NAMES.get(row["method"], row["method"])
+    method = names.method_name(row["method"])
     variant = f" [{row['variant']}]" if row.get("variant") else ""
-    return f"{method}{variant} / {F.TASK_NAMES.get(row['task'], row['task'])}"
+    return f"{method}{variant} / {names.task_name(row['task'])}"
 
 
 SETTING_KEYS = ["hardware_id", "hardware", "engine"]
@@ -139,11 +149,11 @@ def context_notes(df: pd.DataFrame, name: Callable[[pd.Series], str] = row_name)
     and a note naming the rows concerned when the runs mix machines or engines."""
     first = df.iloc[0]
     lengths = ", ".join(
-        f"{F.TASK_NAMES.get(t, t)} {int(n)}"
+        f"{names.task_name(t)} {int(n)}"
         for t, n in df.groupby("task", sort=False)["max_new_tokens"].first().items()
     )
     prompts = ", ".join(
-        f"{F.TASK_NAMES.get(t, t)} {int(n)}"
+        f"{names.task_name(t)} {int(n)}"
         for t, n in df.groupby("task", sort=False)["n_prompts"].max().items()
     )
     notes = [
@@ -191,13 +201,13 @@ def ordering_note(
 def spec_bench_speedups(df: pd.DataFrame) -> dict[str, float]:
     """``{method label: Spec-Bench overall speedup}`` of a runs frame."""
     spec = df[df["task"] == "spec_bench"].dropna(subset=["speedup"])
-    return {F.METHOD_NAMES.get(m, m): float(v) for m, v in spec[["method", "speedup"]].values}
+    return {names.method_name(m): float(v) for m, v in spec[["method", "speedup"]].values}
 
 
 def reported_values(numbers: dict[str, dict[str, PN.Reported]], key: str) -> dict[str, float]:
     """``{method label: value}`` of one reported metric, where the paper gives a number."""
     return {
-        F.METHOD_NAMES.get(method, method): cell[key].value
+        names.method_name(method): cell[key].value
         for method, cell in numbers.items()
         if key in cell and cell[key].value is not None
     }
@@ -231,17 +241,17 @@ def main_table(runs_df: pd.DataFrame, cats_df: pd.DataFrame, paper: bool) -> Tab
     tasks = [t for t in dict.fromkeys(df["task"]) if t != "spec_bench"]
     header = ["method", *[g.replace("_", " ") for g in groups]]
     header += ["Spec-Bench overall"] if "spec_bench" in set(df["task"]) else []
-    header += [F.TASK_NAMES.get(t, t) for t in tasks]
+    header += [names.task_name(t) for t in tasks]
     sources = ["racer", "spec_bench"] if paper else []
     header += [f"{PN.column(s)}: Spec-Bench overall" for s in sources]
     rows = []
     for method in dict.fromkeys(df["method"]):
-        label = F.METHOD_NAMES.get(method, method)
+        label = names.method_name(method)
         cells = [speed_cell(lookup(cats, method=method, category=g)) for g in groups]
         if "spec_bench" in set(df["task"]):
             cells.append(speed_cell(lookup(df, method=method, task="spec_bench")))
         cells += [speed_cell(lookup(df, method=method, task=t)) for t in tasks]
-        tables = {"racer": PN.RACER_SPEC_BENCH, "spec_bench": PN.SPEC_BENCH_LEADERBOARD}
+        tables = {"racer": RACER_SPEC_BENCH, "spec_bench": SPEC_BENCH_LEADERBOARD}
         cells += [reported(tables[s].get(method)) for s in sources]
         rows.append([label, *cells])
     notes = [
@@ -276,8 +286,8 @@ def main_ordering_notes(df: pd.DataFrame) -> list[str]:
     what = "Spec-Bench overall speedup"
     notes = [
         ordering_note(what, ours, reported_values(numbers, "speedup"), source, "{:.2f}×")
-        for source, numbers in (("racer", PN.RACER_SPEC_BENCH),
-                                ("spec_bench", PN.SPEC_BENCH_LEADERBOARD))
+        for source, numbers in (("racer", RACER_SPEC_BENCH),
+                                ("spec_bench", SPEC_BENCH_LEADERBOARD))
     ]  # fmt: skip
     notes = [n for n in notes if n]
     return [*notes, MAIN_WHY] if notes else []
@@ -296,7 +306,7 @@ def spec_bench_categories_table(runs_df: pd.DataFrame, raw_df: pd.DataFrame) -> 
     present = set(cats["category"])
     categories = [c for c in order if c in present] + sorted(present - set(order))
     methods = list(dict.fromkeys(cats["method"]))
-    header = ["category", "prompts", *[F.METHOD_NAMES.get(m, m) for m in methods]]
+    header = ["category", "prompts", *[names.method_name(m) for m in methods]]
     rows = []
     for category in [*categories, None]:
         where = cats[cats["category"] == category] if category else df
@@ -323,7 +333,7 @@ def ablation_table(runs_df: pd.DataFrame, paper: bool) -> Table | None:
     tasks = list(dict.fromkeys(df["task"]))
     header = ["RACER variant", "override"]
     for task in tasks:
-        name = F.TASK_NAMES.get(task, task)
+        name = names.task_name(task)
         header += [f"{name}: speedup (MAT)", f"{name}: retrieval hit"]
     header += [f"{PN.column('racer')}: MAT (Spec-Bench)"] if paper else []
     rows = []
@@ -335,7 +345,7 @@ def ablation_table(runs_df: pd.DataFrame, paper: bool) -> Table | None:
             cells += [speed_cell(row), num(hit, "{:.0%}")]
         if paper:
             cells.append(
-                PN.RACER_ABLATION_MAT[variant].text if variant in PN.RACER_ABLATION_MAT else DASH
+                RACER_ABLATION_MAT[variant].text if variant in RACER_ABLATION_MAT else DASH
             )
         rows.append(cells)
     notes = [
@@ -368,23 +378,23 @@ def ablation_ordering_notes(df: pd.DataFrame, present: list[tuple[str, str]]) ->
         row = lookup(df, variant=variant, task="spec_bench")
         if row is not None and not pd.isna(row.get("mat")):
             ours[name] = float(row["mat"])
-        if variant in PN.RACER_ABLATION_MAT and variant != "logit_source=last":
-            reference[name] = PN.RACER_ABLATION_MAT[variant].value
+        if variant in RACER_ABLATION_MAT and variant != "logit_source=last":
+            reference[name] = RACER_ABLATION_MAT[variant].value
     note = ordering_note("Spec-Bench MAT", ours, reference, "racer", "{:.2f}")
     return [note, ABLATION_WHY] if note else []
 
 
 def retrieval_cells(df: pd.DataFrame, method: str, tasks: list[str], paper: bool) -> list[str]:
     """One method's row of the LogitSpec table."""
-    cells = [F.METHOD_NAMES.get(method, method)]
+    cells = [names.method_name(method)]
     for task in tasks:
         row = lookup(df, method=method, task=task)
         values = [None if row is None else row.get(k) for k in
                   ("speedup", "mat", "retrieval_hit_rate")]  # fmt: skip
         cells += [num(v, f) for v, f in zip(values, ("{:.2f}×", "{:.2f}", "{:.0%}"), strict=True)]
     if paper:
-        own = PN.LOGITSPEC_HEADLINE if method == "logitspec" else None
-        cells += [reported(own), reported(PN.RACER_SPEC_BENCH.get(method))]
+        own = LOGITSPEC_HEADLINE if method == "logitspec" else None
+        cells += [reported(own), reported(RACER_SPEC_BENCH.get(method))]
     return cells
 
 
@@ -405,7 +415,7 @@ def logitspec_table(runs_df: pd.DataFrame, paper: bool) -> Table | None:
     tasks = list(dict.fromkeys(df["task"]))
     header = ["method"]
     for task in tasks:
-        name = F.TASK_NAMES.get(task, task)
+        name = names.task_name(task)
         header += [f"{name}: speedup", f"{name}: MAT", f"{name}: retrieval success"]
     header += [PN.column("logitspec"), f"{PN.column('racer')}: Spec-Bench"] if paper else []
     rows = [retrieval_cells(df, method, tasks, paper) for method in dict.fromkeys(df["method"])]
@@ -414,7 +424,7 @@ def logitspec_table(runs_df: pd.DataFrame, paper: bool) -> Table | None:
         "(LogitSpec: an n-gram match of the next-next token guesses).",
         *context_notes(df),
     ]
-    ours, reference = spec_bench_speedups(df), reported_values(PN.RACER_SPEC_BENCH, "speedup")
+    ours, reference = spec_bench_speedups(df), reported_values(RACER_SPEC_BENCH, "speedup")
     note = ordering_note("Spec-Bench speedup", ours, reference, "racer", "{:.2f}×")
     notes += [note, LOGITSPEC_WHY] if note and paper else []
     sources = ["logitspec", "racer"] if paper else []
@@ -438,16 +448,16 @@ def asd_rows(df: pd.DataFrame) -> pd.DataFrame:
     else:
         front = pareto_front(gain, *quality)
     frozen = np.ones(len(df), dtype=bool)
-    for column, value in PN.ASD_FROZEN.items():
+    for column, value in ASD_FROZEN.items():
         frozen &= (df[column] == value).to_numpy() if column in df else False
     return df[front | frozen].sort_values("gain_vs_strict", ascending=False)
 
 
 def asd_paper_cells(row: pd.Series) -> list[str]:
     """The ASD paper's numbers on the row of its frozen setting (dashes elsewhere)."""
-    if any(row.get(k) != v for k, v in PN.ASD_FROZEN.items()):
+    if any(row.get(k) != v for k, v in ASD_FROZEN.items()):
         return [DASH] * 4
-    r = PN.ASD_REPORTED
+    r = ASD_REPORTED
     accuracy = r["accuracy_delta_humaneval"].text if row["task"] == "humaneval" else DASH
     divergence = r["divergence_math"].text if row["task"] in ("gsm8k", "math500") else DASH
     return [r["gain"].text, r["mat"].text, accuracy, divergence]
@@ -456,21 +466,21 @@ def asd_paper_cells(row: pd.Series) -> list[str]:
 def asd_comparison_notes(df: pd.DataFrame) -> list[str]:
     """Our gains at the paper's frozen setting, per drafter, beside the paper's range."""
     frozen = np.ones(len(df), dtype=bool)
-    for column, value in PN.ASD_FROZEN.items():
+    for column, value in ASD_FROZEN.items():
         frozen &= (df[column] == value).to_numpy() if column in df else False
     rows = df[frozen]
     if rows.empty:
         return []
     ours = "; ".join(
-        f"{F.TASK_NAMES.get(r['task'], r['task'])} {F.METHOD_NAMES.get(r['method'], r['method'])}"
+        f"{names.task_name(r['task'])} {names.method_name(r['method'])}"
         f" {num(r['gain_vs_strict'], '{:+.1%}')} (MAT {num(r.get('strict_mat'), '{:.2f}')} → "
         f"{num(r['mat'], '{:.2f}')})"
         for _, r in rows.iterrows()
     )
     return [
         f"At the paper's frozen setting B=8 g=0.25 M=2, ours: {ours}; "
-        f"{PN.column('asd')}: {PN.ASD_REPORTED['gain'].text}, MAT "
-        f"{PN.ASD_REPORTED['mat'].text}. {ASD_WHY}"
+        f"{PN.column('asd')}: {ASD_REPORTED['gain'].text}, MAT "
+        f"{ASD_REPORTED['mat'].text}. {ASD_WHY}"
     ]
 
 
@@ -517,8 +527,8 @@ def with_ci(row: pd.Series, key: str, pattern: str, scale: float = 1.0) -> str:
 def asd_cells(row: pd.Series) -> list[str]:
     """Our cells of one ASD run (a runs-frame row)."""
     return [
-        F.TASK_NAMES.get(row["task"], row["task"]),
-        F.METHOD_NAMES.get(row["method"], row["method"]),
+        names.task_name(row["task"]),
+        names.method_name(row["method"]),
         asd_label(row),
         num(row["gain_vs_strict"], "{:+.1%}"),
         f"{num(row.get('strict_mat'), '{:.2f}')} → {num(row['mat'], '{:.2f}')}",

@@ -19,9 +19,8 @@ import torch
 from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
 
+from racer_bench.configs import CONF_DIR
 from racer_bench.engine import cost as C
-
-CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:

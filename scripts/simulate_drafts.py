@@ -49,6 +49,7 @@ from typing import Any, Protocol
 import torch
 
 from methods.datastore import config_vocab, load_tokenizer
+from racer_bench.configs import DISPLAY_KEYS
 from racer_bench.engine.structs import Draft, DraftContext, Feedback
 from racer_bench.engine.tree import prune
 
@@ -354,7 +355,8 @@ class Run:
     def recorded_method(self) -> Any:
         from hydra.utils import instantiate
 
-        made = instantiate(self.manifest["config"]["method"])
+        method = self.manifest["config"]["method"]
+        made = instantiate({k: v for k, v in method.items() if k not in DISPLAY_KEYS})
         return made(vocab_size=self.vocab_size) if callable(made) else made
 
     def turns(self, warmup: int) -> Iterator[Turn]:
@@ -378,7 +380,7 @@ def load_run(folder: Path, data_dir: str | None) -> Run:
     manifest = json.loads((folder / "manifest.json").read_text())
     records = [json.loads(line) for line in (folder / "prompts.jsonl").read_text().splitlines()]
     config = manifest["config"]
-    task_cfg = dict(config["task"])
+    task_cfg = {k: v for k, v in config["task"].items() if k not in DISPLAY_KEYS}
     if task_cfg.get("data_dir") == "<data_dir>":
         task_cfg["data_dir"] = data_dir or os.environ.get("RACER_BENCH_DATA") or "data"
     task = instantiate(task_cfg)

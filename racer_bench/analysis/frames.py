@@ -1,9 +1,7 @@
-"""Run folders -> tidy pandas DataFrames: the one loader behind plots, tables, notebook and sweeps.
+"""Runs -> tidy pandas DataFrames: the one loader behind plots, tables, notebook and sweeps.
 
-``load_runs`` reads any number of run folders (or folders holding them) into :class:`Run`
-objects; the summary of each run is recomputed from its prompt lines with
-:func:`racer_bench.analysis.summary.summarize`, so a resumed or interrupted run is
-summarized the same way as a finished one. Frames:
+Loading and the comparability check live in :mod:`racer_bench.analysis.runs`, a run's label in
+:mod:`racer_bench.analysis.labels`; both are re-exported here. Frames:
 
 * :func:`runs_frame`: one row per run (manifest, hyperparameters, summary metrics, CIs);
 * :func:`prompts_frame`: one row per run x prompt;
@@ -12,348 +10,58 @@ summarized the same way as a finished one. Frames:
 * :func:`calibration_frame` / :func:`draft_sizes_frame`: the confidence scheduler's reliability
   bins and its forward sizes against the run's cost curve.
 
-Runs are only compared when their model, dtype and hardware agree, and, within a task, their
-``max_new_tokens`` (:func:`check_comparable`). Every frame carries the run's hardware
-fingerprint (``hardware_id``, ``hardware``: its label) and ``engine``, so a table can say when
-the runs it puts side by side were measured on different machines or engines.
+Every frame carries the run's hardware fingerprint (``hardware_id``, ``hardware``: its label)
+and ``engine``, so a table can say when the runs it puts side by side were measured on
+different machines or engines. Rows follow the display order of the task and method YAMLs.
 """
 
 from __future__ import annotations
 
-import argparse
-import logging
 import math
-import os
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
-from functools import cached_property
-from pathlib import Path
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import pandas as pd
-from omegaconf import OmegaConf
 
 from racer_bench.analysis import metrics as M
+from racer_bench.analysis import names
 from racer_bench.analysis import quality as Q
-from racer_bench.analysis import records as R
-from racer_bench.analysis.summary import score_block, speed_block, summarize, summarize_batches
+from racer_bench.analysis.labels import (
+    NOT_RECORDED_ENGINE,
+    NOT_RECORDED_HARDWARE,
+    capacity,
+    engine_of,
+    family,
+    flatten,
+    group_defaults,
+    hardware_of,
+    hydra_overrides,
+    latest_runs,
+    overrides,
+    resolved_group,
+    run_label,
+    variant_string,
+)
+from racer_bench.analysis.options import add_cli_args, load_cli
+from racer_bench.analysis.runs import (
+    INCOMPLETE_FILE,
+    IncompatibleRunsError,
+    Run,
+    check_comparable,
+    find_run_dirs,
+    load_run,
+    load_runs,
+)
+from racer_bench.analysis.summary import score_block, speed_block
 from racer_bench.engine import cost as C
-from racer_bench.tasks.base import Prompt, Task
 
-log = logging.getLogger(__name__)
-CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
-INCOMPLETE_FILE = "INCOMPLETE"
-PAIR_KEYS = ("model", "dtype", "device")  # must agree across every compared run
-CAPACITY_KEYS = ("capacity", "draft_tree_capacity", "num_draft", "max_spec_tokens")  # draft sizes
-SKIP_KEYS = ("_target_", "_partial_")
-METHOD_NAMES = {
-    "ar": "AR", "pld": "PLD", "rest": "REST", "lookahead": "Lookahead",
-    "recycling": "Token Recycling", "logitspec": "LogitSpec", "racer": "RACER",
-    "sps": "SpS", "medusa": "Medusa", "eagle3": "EAGLE-3", "dspark": "DSpark",
-    "suffix": "SuffixDecoding", "sam": "SAM-Decoding",
-}  # fmt: skip
-METHOD_ORDER = tuple(METHOD_NAMES)
-TASK_NAMES = {
-    "spec_bench": "Spec-Bench", "humaneval": "HumanEval", "mgsm_zh": "MGSM-ZH",
-    "gsm8k": "GSM8K", "math500": "MATH-500", "tiny": "tiny",
-}  # fmt: skip
-TASK_ORDER = tuple(TASK_NAMES)
-
-
-class IncompatibleRunsError(ValueError):
-    """Runs that must not be compared (different model, dtype, hardware or max_new_tokens)."""
-
-
-@dataclass
-class Run:
-    """One run folder: its manifest and prompt lines, with the summary recomputed from them."""
-
-    path: Path
-    manifest: dict[str, Any]
-    records: list[dict[str, Any]]
-    run_id: str = ""
-    incomplete: bool = False
-    cache: dict[str, Any] = field(default_factory=dict, repr=False)
-
-    @property
-    def ok(self) -> list[dict[str, Any]]:
-        """Prompt lines with ``status == "ok"`` (failed prompts carry no generations)."""
-        return [r for r in self.records if r.get("status") == "ok"]
-
-    @property
-    def config(self) -> dict[str, Any]:
-        return self.manifest.get("config") or {}
-
-    @property
-    def method(self) -> str:
-        return str(self.manifest.get("method") or "?")
-
-    @property
-    def task(self) -> str:
-        return str(self.manifest.get("task") or "?")
-
-    @property
-    def has_baseline(self) -> bool:
-        return any(M.turns(r, "baseline") for r in self.ok)
-
-    @cached_property
-    def task_object(self) -> Task | None:
-        return rebuild_task(self.config.get("task") or {}, self.path)
-
-    @cached_property
-    def task_hooks(self) -> tuple[str | None, Callable[[str], str]]:
-        return task_hooks(self.task_object, self.path)
-
-    @property
-    def metric(self) -> str | None:
-        return self.task_hooks[0]
-
-    def report_category(self, category: str) -> str:
-        return self.task_hooks[1](category)
-
-    @cached_property
-    def summary(self) -> dict[str, Any]:
-        backend = self.manifest.get("backend") or {}
-        if backend.get("name") == "vllm":  # one block per batch size
-            depth = int((self.manifest.get("config") or {}).get("backend", {}).get(
-                "num_speculative_tokens", 5))  # fmt: skip
-            return summarize_batches(self.records, self.metric, depth)
-        records = with_text_agreement(self.records, self.task_object)
-        return summarize(records, self.metric, self.has_baseline, self.report_category)
-
-
-def rebuild_task(task_cfg: dict[str, Any], run_dir: Path) -> Task | None:
-    """The task object of the recorded config (no data is read), or None when that fails."""
-    try:
-        from hydra.utils import instantiate
-
-        return instantiate(task_cfg)
-    except Exception as error:
-        log.warning("%s: task %s not rebuilt (%s)", run_dir, task_cfg.get("_target_"), error)
-        return None
-
-
-def with_text_agreement(records: list[dict[str, Any]], task: Task | None) -> list[dict[str, Any]]:
-    """Records paired with strict but without ``agreement`` (recorded before it existed) get it
-    recomputed, for tasks whose agreement reads only the two texts (GSM8K, MGSM, MATH-500)."""
-    if task is None or not task.agreement_from_text:
-        return records
-    blank = Prompt("", "", [])
-    out = []
-    for r in records:
-        if "agreement" not in r and M.turns(r, "method") and M.turns(r, "strict"):
-            texts, reference = ([t["text"] for t in M.turns(r, m)] for m in ("method", "strict"))
-            r = r | {"agreement": task.agreement(blank, texts, reference)}
-        out.append(r)
-    return out
-
-
-def task_hooks(task: Task | None, run_dir: Path) -> tuple[str | None, Callable[[str], str]]:
-    """The task's score name and category -> reporting group map (e.g. MT-Bench -> multi_turn).
-
-    Without the rebuilt task the score name comes from ``summary.json`` and categories are
-    reported as they are.
-    """
-    if task is not None:
-        return task.metric, task.report_category
-    summary_path = Path(run_dir) / R.SUMMARY_FILE
-    metric = R.read_json(summary_path).get("metric") if summary_path.exists() else None
-    return metric, lambda category: category
-
-
-def find_run_dirs(path: Path | str) -> list[Path]:
-    """``path`` itself when it is a run folder, else every run folder below it (sorted)."""
-    path = Path(path)
-    if (path / R.MANIFEST_FILE).exists():
-        return [path]
-    return sorted(p.parent for p in path.rglob(R.MANIFEST_FILE) if "wandb" not in p.parts)
-
-
-def load_run(path: Path | str, run_id: str | None = None) -> Run:
-    """One run folder (``manifest.json`` + ``prompts.jsonl``)."""
-    path = Path(path)
-    manifest = R.read_json(path / R.MANIFEST_FILE)
-    incomplete = (path / INCOMPLETE_FILE).exists()
-    return Run(path, manifest, R.load_prompts(path), run_id or path.name, incomplete)
-
-
-def load_runs(
-    paths: Path | str | Iterable[Path | str],
-    check: bool = True,
-    include_incomplete: bool = False,
-) -> list[Run]:
-    """Every run folder found under ``paths``; ids are paths relative to their common root.
-
-    Args:
-        paths: run folders or folders holding them (e.g. ``results/racer_main``).
-        check: refuse runs that must not be compared (:func:`check_comparable`).
-        include_incomplete: keep runs marked ``INCOMPLETE`` (stopped early); skipped otherwise.
-    """
-    roots = [paths] if isinstance(paths, (str, Path)) else list(paths)
-    dirs = sorted({d.resolve() for root in roots for d in find_run_dirs(root)})
-    if not dirs:
-        raise FileNotFoundError(f"no run folder (with {R.MANIFEST_FILE}) under {roots}")
-    common = Path(os.path.commonpath(dirs)) if len(dirs) > 1 else dirs[0].parent
-    runs = [load_run(d, d.relative_to(common).as_posix()) for d in dirs]
-    skipped = [r.run_id for r in runs if r.incomplete and not include_incomplete]
-    if skipped:
-        log.warning("skipping incomplete runs (resume them or pass include_incomplete): %s",
-                    ", ".join(skipped))  # fmt: skip
-        runs = [r for r in runs if r.run_id not in skipped]
-    if check:
-        check_comparable(runs)
-    return runs
-
-
-def _describe(key: str, groups: dict[str, list[str]]) -> str:
-    parts = [
-        f"{value} ({len(ids)} run(s): {', '.join(ids[:3])}{', ...' if len(ids) > 3 else ''})"
-        for value, ids in groups.items()
-    ]
-    return f"{key} differs: " + "; ".join(parts)
-
-
-def _group_ids(runs: Sequence[Run], value: Callable[[Run], Any]) -> dict[str, list[str]]:
-    groups: dict[str, list[str]] = {}
-    for run in runs:
-        groups.setdefault(str(value(run)), []).append(run.run_id)
-    return groups
-
-
-def check_comparable(runs: Sequence[Run]) -> None:
-    """Raise :class:`IncompatibleRunsError` unless the runs may sit in one table or figure.
-
-    Model, dtype and hardware must agree across all runs; ``max_new_tokens`` must agree among
-    the runs of each task (tasks may legitimately use different output lengths).
-    """
-    problems = []
-    for key in PAIR_KEYS:
-        field_name = "model_name" if key == "model" else key
-        groups = _group_ids(runs, lambda r, f=field_name: r.manifest.get(f))
-        if len(groups) > 1:
-            problems.append(_describe(key, groups))
-    for task in sorted({r.task for r in runs}):
-        same_task = [r for r in runs if r.task == task]
-        groups = _group_ids(same_task, lambda r: r.manifest.get("max_new_tokens"))
-        if len(groups) > 1:
-            problems.append(_describe(f"max_new_tokens (task {task})", groups))
-    if problems:
-        raise IncompatibleRunsError(
-            "these runs cannot be compared:\n  - " + "\n  - ".join(problems)
-            + "\nload them separately (or pass check=False / --no-check only to explore)."
-        )  # fmt: skip
-
-
-def flatten(config: dict[str, Any], prefix: str) -> dict[str, Any]:
-    """Scalar leaves of a nested config as ``{"<prefix>.<dotted key>": value}``."""
-    out: dict[str, Any] = {}
-    for key, value in config.items():
-        if key in SKIP_KEYS:
-            continue
-        name = f"{prefix}.{key}"
-        if isinstance(value, dict):
-            out |= flatten(value, name)
-        elif not isinstance(value, list):
-            out[name] = value
-    return out
-
-
-def resolved_group(
-    group: str,
-    choice: str | None,
-    conf_dir: Path = CONF_DIR,
-    context: dict[str, Any] | None = None,
-) -> dict[str, Any]:
-    """``conf/<group>/<choice>.yaml`` as a nested dict, its interpolations resolved.
-
-    Interpolations (e.g. the ``${by_hardware:${hardware},15,63}`` capacities) are resolved
-    against ``context``, a run's top-level config; those that cannot be resolved are dropped.
-    """
-    path = conf_dir / group / f"{choice}.yaml"
-    if not choice or not path.exists():
-        return {}
-    root = OmegaConf.create({k: v for k, v in (context or {}).items() if k != group})
-    root[group] = OmegaConf.load(path)
-    raw = OmegaConf.to_container(root[group], resolve=False)
-    return _resolve_or_drop(root, group, raw if isinstance(raw, dict) else {})
-
-
-def _resolve_or_drop(root: Any, prefix: str, raw: dict[str, Any]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in raw.items():
-        if isinstance(value, dict):
-            value = _resolve_or_drop(root, f"{prefix}.{key}", value)
-        elif isinstance(value, str) and "${" in value:
-            try:
-                value = OmegaConf.select(root, f"{prefix}.{key}", throw_on_resolution_failure=True)
-            except Exception:  # an interpolation the run's config cannot resolve
-                continue
-        out[key] = value
-    return out
-
-
-def group_defaults(
-    group: str,
-    choice: str | None,
-    conf_dir: Path = CONF_DIR,
-    context: dict[str, Any] | None = None,
-) -> dict[str, Any]:
-    """Flattened defaults of ``conf/<group>/<choice>.yaml`` (see :func:`resolved_group`)."""
-    return flatten(resolved_group(group, choice, conf_dir, context), group)
-
-
-def overrides(run: Run) -> dict[str, Any]:
-    """Method, verifier and scheduler values that differ from their YAML defaults (the variant).
-
-    The defaults are those of this checkout's ``conf/``: a default changed after the run shows
-    up as a variant of the older runs.
-    """
-    diff = {}
-    for group in ("method", "verifier", "scheduler"):
-        choice = run.manifest.get(group)
-        defaults = group_defaults(group, choice, context=run.config)
-        for key, value in flatten(run.config.get(group) or {}, group).items():
-            if key in defaults and defaults[key] != value:
-                diff[key] = value
-    return diff
-
-
-def variant_string(diff: dict[str, Any], drop: Iterable[str] = ()) -> str:
-    """``"retrieval=false, capacity=31"`` style text of an override dict (group prefixes cut)."""
-    dropped = set(drop)
-    items = [(k.split(".", 1)[1], v) for k, v in diff.items() if k.split(".", 1)[1] not in dropped]
-    return ", ".join(f"{k}={str(v).lower() if isinstance(v, bool) else v}" for k, v in items)
-
-
-def run_label(run: Run, drop: Iterable[str] = ()) -> str:
-    """Display name: method, non-greedy verifier, non-fixed scheduler, non-default values."""
-    name = METHOD_NAMES.get(run.method, run.method)
-    verifier = run.manifest.get("verifier")
-    if verifier and verifier != "greedy":
-        name += f" + {verifier.upper() if verifier == 'asd' else verifier}"
-    scheduler = run.manifest.get("scheduler")
-    if scheduler and scheduler != "fixed":
-        name += f" + {scheduler} scheduler"
-    variant = variant_string(overrides(run), drop)
-    return f"{name} [{variant}]" if variant else name
-
-
-def hydra_overrides(run: Run) -> list[str]:
-    """The command-line/sweep overrides Hydra saved for the run (``.hydra/overrides.yaml``)."""
-    path = run.path / ".hydra" / "overrides.yaml"
-    if not path.exists():
-        return []
-    return [str(o) for o in OmegaConf.to_container(OmegaConf.load(path)) or []]
-
-
-def capacity(run: Run) -> float:
-    """The draft-size hyperparameter of the method (``capacity`` or its per-method name)."""
-    method_cfg = run.config.get("method") or {}
-    for key in CAPACITY_KEYS:
-        if isinstance(method_cfg.get(key), (int, float)):
-            return float(method_cfg[key])
-    return math.nan
+__all__ = [  # the loading and labelling names, kept importable from here
+    "INCOMPLETE_FILE", "NOT_RECORDED_ENGINE", "NOT_RECORDED_HARDWARE", "IncompatibleRunsError",
+    "Run", "add_cli_args", "capacity", "check_comparable", "engine_of", "find_run_dirs",
+    "flatten", "group_defaults", "hardware_of", "hydra_overrides", "latest_runs", "load_cli",
+    "load_run", "load_runs", "overrides", "resolved_group", "run_label", "variant_string",
+]  # fmt: skip
 
 
 def mat_ci(records: Sequence[dict[str, Any]], mode: str = "method",
@@ -389,27 +97,6 @@ def scalars(block: dict[str, Any], metric: str | None) -> dict[str, Any]:
     return out
 
 
-NOT_RECORDED_HARDWARE = "hardware not recorded"
-NOT_RECORDED_ENGINE = "engine not recorded"
-
-
-def hardware_of(manifest: dict[str, Any]) -> tuple[str, str]:
-    """``(id, label)`` of the run's hardware fingerprint; records older than the fingerprint
-    share the id ``"unknown"`` and the label ``hardware not recorded``."""
-    fingerprint = manifest.get("hardware") or {}
-    if not isinstance(fingerprint, dict) or not fingerprint.get("id"):
-        return "unknown", NOT_RECORDED_HARDWARE
-    return str(fingerprint["id"]), str(fingerprint.get("label") or fingerprint["id"])
-
-
-def engine_of(manifest: dict[str, Any]) -> str:
-    """The engine a run's target ran on (``eager`` / ``fast``), or ``engine not recorded``."""
-    engine = manifest.get("engine")
-    if isinstance(engine, dict):
-        engine = engine.get("engine")
-    return str(engine) if engine else NOT_RECORDED_ENGINE
-
-
 def run_meta(run: Run) -> dict[str, Any]:
     """Columns that identify a run in every frame."""
     return {
@@ -439,7 +126,7 @@ def run_row(run: Run) -> dict[str, Any]:
         "started": m.get("started"),
         "incomplete": run.incomplete,
         "capacity": capacity(run),
-        "family": run_label(run, drop=CAPACITY_KEYS),  # the label without the capacity
+        "family": family(run),
         "overrides": " ".join(hydra_overrides(run)),
         "metric": run.metric,
     }
@@ -454,14 +141,12 @@ def run_row(run: Run) -> dict[str, Any]:
 
 
 def _order(df: pd.DataFrame) -> pd.DataFrame:
-    """Rows in a stable reading order: task, method (paper order), label."""
+    """Rows in a stable reading order: task, method (their YAMLs' display order), label."""
     if df.empty:
         return df
-    rank = {m: i for i, m in enumerate(METHOD_ORDER)}
-    task_rank = {t: i for i, t in enumerate(TASK_ORDER)}
     keys = pd.DataFrame({
-        "t": df["task"].map(lambda t: task_rank.get(t, len(task_rank))),
-        "m": df["method"].map(lambda m: rank.get(m, len(rank))),
+        "t": df["task"].map(names.task_rank),
+        "m": df["method"].map(names.method_rank),
     })  # fmt: skip
     order = keys.assign(task=df["task"], label=df["label"], run=df["run_id"]).sort_values(
         ["t", "task", "m", "label", "run"], kind="stable"
@@ -586,53 +271,6 @@ def ranks_frame(runs: Sequence[Run]) -> pd.DataFrame:
         for rank, count in zip(values.tolist(), counts.tolist(), strict=True):
             rows.append(meta | {"rank": rank, "count": count, "share": count / len(ranks)})
     return _order(pd.DataFrame(rows))
-
-
-def latest_runs(runs: Sequence[Run]) -> list[Run]:
-    """Newest run per (label, task): reruns of the same configuration replace older ones."""
-    best: dict[tuple[str, str], Run] = {}
-    for run in sorted(runs, key=lambda r: (str(r.manifest.get("started")), r.run_id)):
-        key = (run_label(run), run.task)
-        if key in best:
-            log.warning("%s replaces the older run %s of %s on %s",
-                        run.run_id, best[key].run_id, *key)  # fmt: skip
-        best[key] = run
-    return list(best.values())
-
-
-def add_cli_args(parser: argparse.ArgumentParser) -> None:
-    """The loading options shared by the result scripts (``--results``, ``--no-check``, ...)."""
-    parser.add_argument(
-        "--results",
-        nargs="+",
-        required=True,
-        type=Path,
-        help="run folders or folders holding them, e.g. results/racer_main",
-    )
-    parser.add_argument(
-        "--no-check",
-        action="store_true",
-        help="allow different models/dtypes/hardware (exploration only)",
-    )
-    parser.add_argument(
-        "--include-incomplete", action="store_true", help="also use runs marked INCOMPLETE"
-    )
-    parser.add_argument(
-        "--all-runs",
-        action="store_true",
-        help="keep reruns of a configuration (default: the newest only)",
-    )
-
-
-def load_cli(args: argparse.Namespace, newest: bool = True) -> list[Run]:
-    """The runs named by :func:`add_cli_args` options; a refused pairing exits with its reason.
-    ``newest=False`` keeps reruns whatever ``--all-runs`` says (the caller picks)."""
-    try:
-        runs = load_runs(args.results, check=not args.no_check,
-                         include_incomplete=args.include_incomplete)  # fmt: skip
-    except (IncompatibleRunsError, FileNotFoundError) as error:
-        raise SystemExit(f"error: {error}") from None
-    return runs if args.all_runs or not newest else latest_runs(runs)
 
 
 def calibration_frame(runs: Sequence[Run]) -> pd.DataFrame:

@@ -7,7 +7,7 @@ so scripts, the notebook and the W&B logger share them and no global state is to
 * :func:`category_bars`: the same per Spec-Bench category (8 MT-Bench ones = multi_turn);
 * :func:`accept_hist`: steps by accepted draft tokens, per method;
 * :func:`retrieval_bars`: retrieval hit rate and accept share;
-* :func:`rank_distribution`: accepted logits-tree nodes by copied top-k rank (RACER's
+* :func:`rank_distribution`: accepted logits-tree nodes by copied top-k rank (the
   copy-logit vs last-logit analysis);
 * :func:`capacity_curves`: speedup and MAT vs draft capacity;
 * :func:`asd_frontier`: ASD throughput gain vs each quality loss (accuracy, answer agreement,
@@ -30,22 +30,21 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from racer_bench.analysis import frames as F
+from racer_bench.analysis import names
 
 SPEC_BENCH_GROUPS = ("multi_turn", "translation", "summarization", "qa", "math_reasoning", "rag")
 PALETTE = ("#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860", "#da8bc3",
            "#8c8c8c", "#ccb974", "#64b5cd")  # fmt: skip
-METHOD_COLORS = {
-    "PLD": "#4c72b0", "REST": "#8172b3", "Lookahead": "#937860", "Token Recycling": "#dd8452",
-    "LogitSpec": "#55a868", "RACER": "#c44e52", "AR": "#8c8c8c",
-}  # fmt: skip
 WIDTH = 8.0  # inches; PNGs stay small at the default dpi
 HIST_CAP = 10  # accepted-length bins shown one by one; longer steps are pooled
 
 
 def colors(labels: Sequence[str]) -> dict[str, str]:
-    """A colour per label: each method keeps its own in every figure; variants take the rest."""
-    out = {label: METHOD_COLORS[label] for label in labels if label in METHOD_COLORS}
-    spare = [c for c in PALETTE if c not in METHOD_COLORS.values()]
+    """A colour per label: each method keeps its own in every figure (its YAML's
+    ``display_color``); variants take the rest."""
+    own = names.method_colors()
+    out = {label: own[label] for label in labels if label in own}
+    spare = [c for c in PALETTE if c not in own.values()]
     spare += [c for c in PALETTE if c not in spare and c not in out.values()]
     others = [label for label in dict.fromkeys(labels) if label not in out]
     return out | {label: spare[i % len(spare)] for i, label in enumerate(others)}
@@ -64,7 +63,7 @@ def context_line(df: pd.DataFrame) -> str:
 
 
 def task_name(task: str) -> str:
-    return F.TASK_NAMES.get(task, task)
+    return names.task_name(task)
 
 
 def _errors(df: pd.DataFrame, value: str) -> np.ndarray | None:
@@ -234,7 +233,7 @@ def retrieval_bars(runs_df: pd.DataFrame) -> Figure:
 def rank_distribution(ranks_df: pd.DataFrame, runs_df: pd.DataFrame | None = None) -> Figure:
     """Accepted logits-tree nodes by the top-k rank they were copied from, per variant.
 
-    RACER's analysis: rows copied from a token's latest occurrence (``logit_source=copy``)
+    The copy-logit analysis: rows copied from a token's latest occurrence (``logit_source=copy``)
     against the last verified logits (``last``); the legend gives each variant's MAT.
 
     Args:
@@ -359,7 +358,7 @@ def _frontier_panel(ax: Axes, df: pd.DataFrame, column: str, xlabel: str, loss: 
                 color="#8c8c8c")  # fmt: skip
         ax.set_xticks([])
         return
-    drafters = df["method"].map(lambda m: F.METHOD_NAMES.get(m, m))
+    drafters = df["method"].map(names.method_name)
     palette = colors(list(dict.fromkeys(drafters)))
     for drafter, rows in df.groupby(drafters, sort=False):
         x, xerr = quality_loss(rows, column, loss)
@@ -488,11 +487,14 @@ def draft_size_vs_cost(sizes_df: pd.DataFrame, runs_df: pd.DataFrame | None = No
     return fig
 
 
-def racer_first(ranks_df: pd.DataFrame) -> pd.DataFrame:
-    """RACER's rows when there are any (the copy- vs last-logit analysis), else all rows."""
-    if not ranks_df.empty and (ranks_df["method"] == "racer").any():
-        return ranks_df[ranks_df["method"] == "racer"]
-    return ranks_df
+def logit_source_first(ranks_df: pd.DataFrame, runs_df: pd.DataFrame) -> pd.DataFrame:
+    """The rows of runs whose method sets ``logit_source`` (the copy- vs last-logit analysis)
+    when there are any, else all rows."""
+    column = "method.logit_source"
+    if ranks_df.empty or column not in runs_df:
+        return ranks_df
+    chosen = ranks_df["run_id"].isin(runs_df.loc[runs_df[column].notna(), "run_id"])
+    return ranks_df[chosen] if chosen.any() else ranks_df
 
 
 def all_figures(runs: Sequence[F.Run], only: Sequence[str] | None = None) -> dict[str, Figure]:
@@ -506,7 +508,9 @@ def all_figures(runs: Sequence[F.Run], only: Sequence[str] | None = None) -> dic
         "categories": lambda: category_bars(F.categories_frame(runs), runs_df),
         "accept_hist": lambda: accept_hist(F.hist_frame(runs), runs_df),
         "retrieval": lambda: retrieval_bars(runs_df),
-        "accepted_ranks": lambda: rank_distribution(racer_first(F.ranks_frame(runs)), runs_df),
+        "accepted_ranks": lambda: rank_distribution(
+            logit_source_first(F.ranks_frame(runs), runs_df), runs_df
+        ),
         "capacity": lambda: capacity_curves(runs_df),
         "asd_frontier": lambda: asd_frontier(runs_df),
         "reliability": lambda: reliability_diagram(F.calibration_frame(runs), runs_df),

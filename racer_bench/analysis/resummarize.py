@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from racer_bench.analysis import records as R
-from racer_bench.analysis.frames import find_run_dirs, load_run
+from racer_bench.analysis.runs import find_run_dirs, load_run
 
 
 def recomputed(run_dir: Path) -> dict[str, Any]:

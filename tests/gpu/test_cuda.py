@@ -6,6 +6,7 @@ import pytest
 import torch
 from hydra.utils import instantiate
 
+from racer_bench.configs import constructor_node
 from racer_bench.engine.drafter import NullDrafter
 from racer_bench.models import tiny_random
 from racer_bench.runner import run
@@ -26,7 +27,7 @@ def cuda_target():
 @pytest.mark.parametrize("method", METHODS)
 def test_methods_lossless_on_cuda_fp32(method, compose_cfg, cuda_target):
     cfg = compose_cfg(f"method={method}", "model=tiny_random")
-    drafter = instantiate(cfg.method)(vocab_size=cuda_target.vocab_size)
+    drafter = instantiate(constructor_node(cfg.method))(vocab_size=cuda_target.vocab_size)
     for prompt_bytes in TINY_PROMPTS[:3]:
         prompt = list(prompt_bytes)
         expected = run_generate(cuda_target, NullDrafter(), prompt, max_new_tokens=32).tokens

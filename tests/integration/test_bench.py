@@ -50,7 +50,9 @@ def test_bench_json_says_where_and_under_what_load_it_ran():
 def test_loop_runner_pld_matches_ar_and_table_counts_it(tiny_target, compose_cfg):
     from hydra.utils import instantiate
 
-    pld = instantiate(compose_cfg("method=pld", "model=tiny_random").method)(
+    from racer_bench.configs import constructor_node
+
+    pld = instantiate(constructor_node(compose_cfg("method=pld", "model=tiny_random").method))(
         vocab_size=tiny_target.vocab_size
     )
     runners = {"ar": loop_runner(tiny_target, NullDrafter(), 24),

@@ -78,9 +78,11 @@ def test_float32_linears_are_packed() -> None:
 def test_methods_stay_lossless_on_the_packed_float32_engine(method, compose_cfg) -> None:
     from hydra.utils import instantiate
 
+    from racer_bench.configs import constructor_node
+
     target = fast_target(dtype="float32")
     cfg = compose_cfg(f"method={method}", "model=tiny_random")
-    drafter = instantiate(cfg.method)(vocab_size=target.vocab_size)
+    drafter = instantiate(constructor_node(cfg.method))(vocab_size=target.vocab_size)
     accepted = 0
     for prompt_bytes in TINY_PROMPTS:
         prompt = list(prompt_bytes)

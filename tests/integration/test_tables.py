@@ -11,6 +11,7 @@ import pytest
 from omegaconf import DictConfig, OmegaConf
 
 from racer_bench.analysis import frames as F
+from racer_bench.analysis import names
 from racer_bench.analysis import paper_numbers as PN
 from tests.scripts import load_script
 from tests.unit.test_frames import SPEC_CATEGORIES, write_run
@@ -108,7 +109,7 @@ def test_ablation_table_rows_and_paper_column(tables: dict[str, str]) -> None:
     rows = md_rows(tables["ablation"])
     assert list(rows) == ["RACER (full)", "logits tree only", "last logit instead of copy"]
     assert rows["logits tree only"][1] == "retrieval=false"
-    assert rows["logits tree only"][-1] == PN.RACER_ABLATION_MAT["retrieval=false"].text
+    assert rows["logits tree only"][-1] == PN.table("racer_ablation_mat")["retrieval=false"].text
 
 
 def test_asd_table_shows_front_and_frozen_setting(results: Path, tables: dict[str, str]) -> None:
@@ -116,8 +117,9 @@ def test_asd_table_shows_front_and_frozen_setting(results: Path, tables: dict[st
     settings = [r[2] for r in rows]
     assert "B=8 g=0.25 M=2" in settings
     frozen = rows[settings.index("B=8 g=0.25 M=2")]
-    assert frozen[-4:] == [PN.ASD_REPORTED["gain"].text, PN.ASD_REPORTED["mat"].text, "–",
-                           PN.ASD_REPORTED["divergence_math"].text]  # fmt: skip
+    reported = PN.table("asd_reported")
+    assert frozen[-4:] == [reported["gain"].text, reported["mat"].text, "–",
+                           reported["divergence_math"].text]  # fmt: skip
     df = F.runs_frame(F.load_runs(results / "asd"))
     row = df[df["verifier.budget"] == 8.0].query("`verifier.gate` == 0.25").iloc[0]
     assert frozen[3] == f"{row['gain_vs_strict']:+.1%}"
@@ -218,7 +220,7 @@ def test_the_curated_tables_note_every_mix_of_machines_or_engines() -> None:
             shown = " ".join(" ".join(row[:3]) for row in table.rows)
             home = [r for r in home if r.summary.get("gain_vs_strict") is not None]
             settings = {(F.hardware_of(r.manifest)[0], F.engine_of(r.manifest)) for r in home
-                        if F.METHOD_NAMES.get(r.method, r.method) in shown}  # fmt: skip
+                        if names.method_name(r.method) in shown}  # fmt: skip
         noted = any(n.startswith("Mixed machines or engines") for n in table.notes)
         if len(settings) > 1:
             assert noted, f"{table.key} mixes {settings} without a note"

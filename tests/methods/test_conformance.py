@@ -9,6 +9,7 @@ from hydra.utils import instantiate
 
 from methods.dspark_head import pass_last_feature
 from methods.head_layers import for_inference
+from racer_bench.configs import constructor_node
 from racer_bench.engine.cost import CostProfile, synthetic
 from racer_bench.engine.scheduler import ConfidenceOptions, ConfidenceScheduler
 from racer_bench.engine.structs import Draft, DraftContext
@@ -22,7 +23,7 @@ METHODS = sorted(
 
 def make_drafter(compose_cfg, method: str, target, hardware: str = "cpu", *overrides: str):
     cfg = compose_cfg(f"method={method}", "model=tiny_random", f"hardware={hardware}", *overrides)
-    return instantiate(cfg.method)(vocab_size=target.vocab_size)
+    return instantiate(constructor_node(cfg.method))(vocab_size=target.vocab_size)
 
 
 class BudgetSpy:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from hydra.utils import instantiate
 
+from racer_bench.configs import constructor_node
 from racer_bench.errors import ConfigError
 from racer_bench.resolvers import by_hardware, device_kind
 
@@ -26,7 +27,7 @@ def test_by_hardware_picks_and_rejects():
 def test_racer_capacity_follows_hardware(compose_cfg, hardware, capacity):
     cfg = compose_cfg("method=racer", "model=tiny_random", f"hardware={hardware}")
     assert cfg.method.capacity == capacity
-    assert instantiate(cfg.method)(vocab_size=260).capacity == capacity
+    assert instantiate(constructor_node(cfg.method))(vocab_size=260).capacity == capacity
 
 
 def test_hardware_follows_model_device(compose_cfg):

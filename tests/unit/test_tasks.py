@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from hydra.utils import instantiate
 
+from racer_bench.configs import constructor_node
 from racer_bench.errors import ConfigError
 from racer_bench.tasks.base import Prompt, Task, balanced_sample, split_of
 from racer_bench.tasks.datafiles import (
@@ -182,7 +183,7 @@ def test_every_task_yaml_instantiates_with_a_version(task, compose_cfg):
     if task in DATA_TASKS:
         need_data(task)
     cfg = compose_cfg(f"task={task}", "task.limit=2")
-    obj = instantiate(cfg.task)
+    obj = instantiate(constructor_node(cfg.task))
     assert obj.name == task and obj.version and len(obj.load()) == 2
 
 

@@ -51,7 +51,9 @@ def test_methods_that_learn_across_requests_are_known():
 def test_a_method_run_with_less_than_it_needs_is_labelled(compose_cfg, tiny_target):
     from hydra.utils import instantiate
 
-    racer = instantiate(compose_cfg("method=racer", "model=tiny_random").method)(
+    from racer_bench.configs import constructor_node
+
+    racer = instantiate(constructor_node(compose_cfg("method=racer", "model=tiny_random").method))(
         vocab_size=tiny_target.vocab_size
     )
     info = inside_vllm(racer)
