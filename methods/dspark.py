@@ -59,7 +59,7 @@ import torch
 from methods.draft_tree import grow_scored_tree, tree_draft
 from methods.dspark_head import KV, DSparkHead, acceptance_scores, dspark_config
 from methods.head_checkpoint import load_checkpoint
-from methods.head_drafter import HeadDrafter
+from methods.head_drafter import HeadDrafter, on_feature_device
 from racer_bench.engine.structs import Draft, DraftContext, Source
 from racer_bench.engine.target import Engine
 from racer_bench.schema import NonNegativeFloat, NonNegativeInt, PositiveInt, Seed
@@ -118,6 +118,7 @@ class DSparkDrafter(HeadDrafter):
         self._last: torch.Tensor | None = None  # context vector of the last one [H]
         self.rng = torch.Generator().manual_seed(self.seed)
 
+    @on_feature_device
     @torch.inference_mode()
     def propose(self, ctx: DraftContext) -> Draft:
         self._catch_up(ctx)

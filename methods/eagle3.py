@@ -26,7 +26,7 @@ import torch
 from methods.draft_tree import grow_scored_tree, tree_draft
 from methods.eagle3_checkpoint import load_eagle3
 from methods.eagle3_head import Eagle3Head, eagle3_config
-from methods.head_drafter import HeadDrafter
+from methods.head_drafter import HeadDrafter, on_feature_device
 from racer_bench.engine.structs import Draft, DraftContext
 from racer_bench.engine.target import Engine
 from racer_bench.schema import NonNegativeInt, PositiveInt, Seed
@@ -69,6 +69,7 @@ class Eagle3Drafter(HeadDrafter):
         torch.manual_seed(self.seed)
         return Eagle3Head(cfg, torch.arange(self.vocab_size))
 
+    @on_feature_device
     @torch.inference_mode()
     def propose(self, ctx: DraftContext) -> Draft:
         self._catch_up(ctx)

@@ -3,6 +3,9 @@ or built at random on the first features, and the target features still to be co
 
 from __future__ import annotations
 
+import dataclasses
+import functools
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 import torch
@@ -10,11 +13,34 @@ from torch import nn
 
 from methods.head_layers import for_inference
 from racer_bench.engine.drafter import DrafterNeeds
-from racer_bench.engine.structs import DraftContext, Feedback
+from racer_bench.engine.structs import Draft, DraftContext, Feedback
 from racer_bench.engine.target import Engine
 from racer_bench.schema import NonNegativeInt, Seed
 
 RANDOM_LAYERS = (0, 1, -1)  # valid for any target with at least one layer
+Propose = Callable[[Any, DraftContext], Draft]
+
+
+def on_feature_device(propose: Propose) -> Propose:
+    """Run a head drafter's ``propose`` on the device of the target's features (torch's default
+    device there, so the positions, masks and indices the heads make as they go land beside the
+    head) and hand the draft back on the CPU, as every other drafter does. On the CPU nothing
+    is entered: a default-device mode costs Python time on every torch call."""
+
+    @functools.wraps(propose)
+    def wrapped(self: HeadDrafter, ctx: DraftContext) -> Draft:
+        feats = ctx.hidden if ctx.hidden is not None else self._pending
+        if feats is not None:
+            self._device = feats.device
+        if self._device.type == "cpu":
+            return propose(self, ctx)
+        with torch.device(self._device):
+            draft = propose(self, ctx)
+        moved = {f.name: getattr(draft, f.name).cpu() for f in dataclasses.fields(draft)
+                 if isinstance(getattr(draft, f.name), torch.Tensor)}  # fmt: skip
+        return dataclasses.replace(draft, **moved)
+
+    return wrapped
 
 
 class HeadDrafter:
@@ -37,6 +63,7 @@ class HeadDrafter:
     ) -> None:
         self.vocab_size, self.seed, self.engine = vocab_size, seed, engine
         self.head: Any = None
+        self._device = torch.device("cpu")  # the features' device, known from the first ones
         layers = tuple(feature_layers) if feature_layers else self.random_layers
         if checkpoint is not None:
             self.head = for_inference(self._load_head(checkpoint), engine)

@@ -23,7 +23,7 @@ from typing import ClassVar
 import torch
 
 from methods.draft_tree import grow_scored_tree, tree_draft
-from methods.head_drafter import HeadDrafter
+from methods.head_drafter import HeadDrafter, on_feature_device
 from methods.medusa_head import MedusaHeads, load_medusa
 from racer_bench.engine.structs import Draft, DraftContext
 from racer_bench.engine.target import Engine
@@ -71,6 +71,7 @@ class MedusaDrafter(HeadDrafter):
     def _consume(self, feats: torch.Tensor, tokens: list[int]) -> None:
         self._last = feats[-1]
 
+    @on_feature_device
     @torch.inference_mode()
     def propose(self, ctx: DraftContext) -> Draft:
         self._catch_up(ctx)
