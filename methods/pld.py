@@ -34,9 +34,11 @@ def find_candidate(
     num_pred_tokens: int,
     match: str = "earliest",
     require_full: bool = False,
+    min_ngram_size: int = 1,
 ) -> list[int]:
     """Continuation of the longest suffix n-gram that occurred before (empty if none)."""
-    return find_match(tokens, max_ngram_size, num_pred_tokens, match, require_full)[0]
+    return find_match(tokens, max_ngram_size, num_pred_tokens, match, require_full,
+                      min_ngram_size)[0]  # fmt: skip
 
 
 def find_match(
@@ -45,6 +47,7 @@ def find_match(
     num_pred_tokens: int,
     match: str = "earliest",
     require_full: bool = False,
+    min_ngram_size: int = 1,
 ) -> tuple[list[int], int]:
     """(continuation, n) of the longest suffix n-gram that occurred before (([], 0) if none).
 
@@ -54,9 +57,10 @@ def find_match(
         num_pred_tokens: maximum continuation length.
         match: ``"earliest"`` or ``"latest"`` occurrence among the matches of one n.
         require_full: skip matches whose continuation is shorter than ``num_pred_tokens``.
+        min_ngram_size: shortest suffix tried (vLLM's ``prompt_lookup_min``; the reference: 1).
     """
     length = len(tokens)
-    for n in range(min(max_ngram_size, length - 1), 0, -1):
+    for n in range(min(max_ngram_size, length - 1), min_ngram_size - 1, -1):
         query = tokens[length - n :]
         windows = np.lib.stride_tricks.sliding_window_view(tokens[: length - 1], n)
         starts = np.flatnonzero((windows == query).all(axis=1))  # start < L - n: no self-match
@@ -85,10 +89,15 @@ class PLDDrafter:
         num_pred_tokens: PositiveInt = 10,
         match: Literal["earliest", "latest"] = "earliest",
         require_full: bool = False,
+        min_ngram_size: PositiveInt = 1,
     ) -> None:
         if match not in ("earliest", "latest"):
             raise ValueError(f"method.match={match}: allowed values are earliest, latest")
+        if min_ngram_size > max_ngram_size:
+            raise ValueError(f"method.min_ngram_size={min_ngram_size}: allowed values are 1 to "
+                             f"max_ngram_size ({max_ngram_size})")  # fmt: skip
         self.max_ngram_size = max_ngram_size
+        self.min_ngram_size = min_ngram_size
         self.num_pred_tokens = num_pred_tokens
         self.match = match
         self.require_full = require_full
@@ -102,9 +111,8 @@ class PLDDrafter:
         if len(self._tokens) != len(ctx.tokens):
             self._tokens = np.asarray(ctx.tokens, dtype=np.int64)
         n = min(self.num_pred_tokens, ctx.budget, ctx.max_depth)
-        chain, matched = find_match(
-            self._tokens, self.max_ngram_size, n, self.match, self.require_full
-        )
+        chain, matched = find_match(self._tokens, self.max_ngram_size, n, self.match,
+                                    self.require_full, self.min_ngram_size)  # fmt: skip
         draft = Draft.chain(chain, Source.RETRIEVAL)
         draft.score = torch.full((len(chain),), float(matched))  # the matched suffix length
         draft.meta["retrieval_found"] = float(bool(chain))

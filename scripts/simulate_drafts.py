@@ -19,6 +19,9 @@ Drafters (``--drafters``, comma-separated; the first is compared with the others
   earlier, its earliest occurrence's continuation, ``int(alpha * match)`` tokens, capped);
   ``sam-reference``: the ``DynSAM`` class of SAM-Decoding's SAM-only package, loaded at run
   time from the file given by ``--sam-reference`` (never part of this repository);
+* ``pld``: :class:`methods.pld.PLDDrafter` with ``--pld MIN,MAX,K`` (n-gram bounds, chain
+  length): replayed over a vLLM run's batch-1 AR outputs (``--batch-size 1``) with vLLM's
+  ``ngram`` settings it cross-checks the two implementations on the same outputs;
 * ``recorded``: the run's own method from its manifest; its replayed steps must equal the
   recorded ones (a check of the replay itself: prompts re-rendered, steps, pruning).
 
@@ -291,6 +294,7 @@ class Options:
     sam_capacity: int = 39
     sam_alpha: float = 4.0
     sam_reference: str | None = None
+    pld: tuple[int, int, int] = (1, 3, 10)  # min n-gram, max n-gram, chain length
 
 
 def make_drafter(name: str, opts: Options, run: Run) -> Replayable:
@@ -313,6 +317,11 @@ def make_drafter(name: str, opts: Options, run: Run) -> Replayable:
         if not opts.sam_reference:
             sys.exit("sam-reference needs --sam-reference <SAM-Decoding's dyn_sam.py>")
         return SamReference(opts.sam_reference, opts.sam_capacity, opts.sam_alpha)
+    if name == "pld":
+        from methods.pld import PLDDrafter
+
+        low, high, k = opts.pld
+        return Native(PLDDrafter(run.vocab_size, high, k, min_ngram_size=low))
     if name == "recorded":
         return Native(run.recorded_method(), run.budget)
     sys.exit(f"unknown drafter {name}")
@@ -366,19 +375,23 @@ class Run:
         prompts = {p.id: p for p in self.task.load()}
         for r in [*ok[:warmup], *ok]:
             history: list[str] = []
+            prompt = prompts[r.get("prompt_id", r["id"])]  # vLLM records: id names the batch size
             for i, t in enumerate(r["baseline"]["turns"]):
-                ids = self.task.render(prompts[r["id"]], i, history, self.tokenizer)
+                ids = self.task.render(prompt, i, history, self.tokenizer)
                 history.append(t["text"])
                 same = r.get("identical", False)
                 recorded = r["method"]["turns"][i]["steps"]["n_committed"] if same else []
                 yield Turn(r["id"], i, list(ids), list(t["tokens"]), list(recorded))
 
 
-def load_run(folder: Path, data_dir: str | None) -> Run:
+def load_run(folder: Path, data_dir: str | None, batch_size: int = 1) -> Run:
+    """A run folder; of a vLLM run (a record per prompt and batch size), the records of
+    ``batch_size``."""
     from hydra.utils import instantiate
 
     manifest = json.loads((folder / "manifest.json").read_text())
     records = [json.loads(line) for line in (folder / "prompts.jsonl").read_text().splitlines()]
+    records = [r for r in records if r.get("batch_size", batch_size) == batch_size]
     config = manifest["config"]
     task_cfg = {k: v for k, v in config["task"].items() if k not in DISPLAY_KEYS}
     if task_cfg.get("data_dir") == "<data_dir>":
@@ -529,6 +542,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--sam-reference", default=None, help="SAM-Decoding's samd_sam_only/sam/dyn_sam.py"
     )
+    p.add_argument("--pld", default="1,3,10", help="pld: min n-gram, max n-gram, chain length")
+    p.add_argument("--batch-size", type=int, default=1, help="vLLM runs: records of this size")
     return p.parse_args(argv)
 
 
@@ -538,8 +553,9 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, Tally]]:
     suffix = SuffixSettings(args.max_spec_tokens, args.max_tree_depth, args.max_spec_factor,
                             args.max_spec_offset, args.min_token_prob, args.max_cached_requests,
                             not args.chain)  # fmt: skip
-    opts = Options(suffix, args.sam_capacity, args.sam_alpha, args.sam_reference)
-    runs = [load_run(folder, args.data_dir) for folder in args.runs]
+    low, high, k = (int(v) for v in args.pld.split(","))
+    opts = Options(suffix, args.sam_capacity, args.sam_alpha, args.sam_reference, (low, high, k))
+    runs = [load_run(folder, args.data_dir, args.batch_size) for folder in args.runs]
     results = simulate(runs, names, opts, args.warmup, print if args.per_prompt else None,
                        args.agreement)  # fmt: skip
     if not args.agreement:

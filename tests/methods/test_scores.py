@@ -111,3 +111,12 @@ def test_model_drafters_score_their_probability() -> None:
     drafter.reset(prompt, None)
     draft = drafter.propose(DraftContext(prompt, prompt[-1], 64, 64))
     assert len(draft.score) == 3 and all(0.0 < s <= 1.0 for s in draft.score.tolist())
+
+
+def test_pld_min_ngram_size_skips_shorter_matches_as_vllm_ngram_does() -> None:
+    tokens = np.array([4, 7, 8, 4])  # only a 1-gram recurs
+    assert find_match(tokens, 3, 2, min_ngram_size=2) == ([], 0)
+    tokens = np.array([5, 4, 7, 8, 5, 4])  # a 2-gram recurs
+    assert find_match(tokens, 4, 5, min_ngram_size=2) == ([7, 8, 5, 4], 2)
+    with pytest.raises(ValueError, match=r"method\.min_ngram_size=4"):
+        PLDDrafter(260, max_ngram_size=3, min_ngram_size=4)
