@@ -27,6 +27,10 @@ class BackendConfig:
     reserved_cpus: NonNegativeInt | None = None  # VLLM_CPU_NUM_OF_RESERVED_CPU (None: vLLM's)
     preload_iomp: bool = True  # LD_PRELOAD Intel OpenMP for the engine (vLLM's CPU advice)
     enforce_eager: bool = True
+    # vLLM's prefix cache would let an engine skip the prefill of a prompt it decoded before (at
+    # a smaller batch size, or in an earlier job on the shared baseline engine): off, so both
+    # engines pay every prefill
+    prefix_caching: bool = False
     tensor_parallel_size: PositiveInt = 1  # GPUs per engine
     gpu_memory_utilization: Annotated[float, Interval(gt=0, le=1)] = (
         0.4  # per engine on a GPU (two engines share it)

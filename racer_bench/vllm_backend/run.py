@@ -80,6 +80,7 @@ def make_llm(model_path: str, backend: DictConfig, dtype: str, seed: int,
         "model": model_path, "dtype": dtype, "seed": seed, "enforce_eager": backend.enforce_eager,
         "max_model_len": backend.max_model_len, "disable_log_stats": False,
         "tensor_parallel_size": backend.tensor_parallel_size,
+        "enable_prefix_caching": bool(backend.get("prefix_caching", False)),
     }  # fmt: skip
     if torch.cuda.is_available():
         kwargs["gpu_memory_utilization"] = backend.gpu_memory_utilization
