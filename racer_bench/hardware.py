@@ -267,33 +267,40 @@ def _clock_ticks() -> int:
         return 100
 
 
-def tree_cpu_s() -> float:
-    """CPU seconds of this process and its live descendants (vLLM's engine processes)."""
-    try:
-        import psutil
-    except ImportError:
-        return time.process_time()
-    me = psutil.Process()
-    total = 0.0
-    for proc in [me, *me.children(recursive=True)]:
+class TreeClock:
+    """CPU seconds of this process and every descendant seen so far: a descendant's last
+    reading stays counted after it exits (an engine shut down between two batch sizes), so
+    call it while the descendants live (:meth:`LoadMeter.sample`)."""
+
+    def __init__(self) -> None:
+        self._seen: dict[tuple[int, float], float] = {}
+
+    def __call__(self) -> float:
         try:
-            times = proc.cpu_times()
-        except psutil.Error:  # exited between listing and reading
-            continue
-        total += times.user + times.system
-    return total
+            import psutil
+        except ImportError:
+            return time.process_time()
+        me = psutil.Process()
+        for proc in [me, *me.children(recursive=True)]:
+            try:
+                with proc.oneshot():
+                    key, times = (proc.pid, proc.create_time()), proc.cpu_times()
+            except psutil.Error:  # exited between listing and reading
+                continue
+            self._seen[key] = times.user + times.system
+        return sum(self._seen.values())
 
 
 class LoadMeter:
     """Load of the machine between ``start()`` and ``stop()``: is this run alone on it?
 
     ``include_children`` counts the CPU of this process's descendants as the run's own (an
-    engine that works in processes of its own, as vLLM does); a descendant that exits before
-    ``stop()`` takes its CPU time along and then counts as another process's.
+    engine that works in processes of its own, as vLLM does); call :meth:`sample` before a
+    descendant exits, or its CPU time counts as another process's.
     """
 
     def __init__(self, include_children: bool = False) -> None:
-        self._cpu = tree_cpu_s if include_children else time.process_time
+        self._cpu = TreeClock() if include_children else time.process_time
         self._t0: float | None = None
         self._cpu0 = 0.0
         self._stat0: dict[str, int] | None = None
@@ -305,6 +312,10 @@ class LoadMeter:
         self._cpu0 = self._cpu()
         self._t0 = time.perf_counter()
         return self
+
+    def sample(self) -> None:
+        """Read the descendants' CPU time now (before some of them exit)."""
+        self._cpu()
 
     def stop(self, steps: int | None = None) -> dict[str, Any]:
         """Load averages, steal and others' CPU share, this process's CPU/wall, ``alone``.

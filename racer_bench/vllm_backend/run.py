@@ -14,7 +14,7 @@ import json
 import os
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -241,6 +241,7 @@ class Engines:
         key = json.dumps([self.model_path, dtype, cfg.seed, self.recorded_env(),
                           OmegaConf.to_container(backend, resolve=True)])  # fmt: skip
         self.stateful = keeps_state(method)
+        self.before_close: Callable[[], None] | None = None  # e.g. read the engines' CPU time
         self._build = (self.model_path, backend, dtype, cfg.seed)
         with environment(self.env):
             self.baseline = baseline_engine(key, self.model_path, backend, dtype, cfg.seed)
@@ -260,6 +261,8 @@ class Engines:
 
     def close(self) -> None:
         """Shut the method's engine down (the baseline engine stays for the next run)."""
+        if self.before_close is not None:
+            self.before_close()
         core = getattr(getattr(self.method, "llm_engine", None), "engine_core", None)
         if core is not None:
             core.shutdown()
@@ -374,6 +377,7 @@ def run_in(cfg: DictConfig, run_dir: Path, choices: dict[str, str]) -> dict[str,
     warm_up(engines, target, cfg.warmup_prompts)
     (run_dir / R.INCOMPLETE_FILE).write_text("run not finished\n")
     meter = hardware.LoadMeter(include_children=True).start()
+    engines.before_close = meter.sample  # an engine restarted per batch size keeps its CPU time
     try:
         params = sampling_params(target, task, max_new)
         run_batches(cfg, engines, task, target, prompts, params, run_dir)

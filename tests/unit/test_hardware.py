@@ -190,3 +190,23 @@ def test_load_meter_measures_this_process() -> None:
 def test_stop_before_start_raises() -> None:
     with pytest.raises(RuntimeError):
         hardware.LoadMeter().stop()
+
+
+def test_tree_clock_keeps_the_cpu_time_of_a_descendant_that_exited() -> None:
+    import subprocess
+    import sys
+    import time
+
+    from racer_bench.hardware import TreeClock
+
+    clock = TreeClock()
+    before = clock()
+    burn = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.3: pass\n"
+    child = subprocess.Popen([sys.executable, "-c", burn + "time.sleep(2)"])
+    try:
+        deadline = time.monotonic() + 20
+        while clock() - before < 0.25 and time.monotonic() < deadline:  # read while it lives
+            time.sleep(0.05)
+    finally:
+        child.wait()
+    assert clock() - before >= 0.25  # still counted after the child exited
