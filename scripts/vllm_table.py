@@ -26,7 +26,7 @@ from racer_bench.analysis.batches import (
 
 def header(argv: Sequence[str] | None) -> str:
     """The generating command, so the drift test can regenerate the table from its records."""
-    given = [a for a in (sys.argv[1:] if argv is None else argv)]
+    given = list(sys.argv[1:] if argv is None else argv)
     kept, skip = [], False
     for a in given:  # where the output goes is not part of what the table is
         if skip:
