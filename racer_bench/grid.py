@@ -18,6 +18,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import torch
 import yaml
 from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig, OmegaConf, open_dict
@@ -36,9 +37,11 @@ from racer_bench.runner import (
     construct,
     decode_steps,
     finalize,
+    run_load,
     run_manifest,
     run_prompt,
     safe_run_prompt,
+    thread_governor,
     validate,
 )
 
@@ -95,11 +98,11 @@ def split_record(record: dict[str, Any], index: int) -> dict[str, Any]:
     if record.get("status") != "ok":
         return record
     name = point_name(index)
-    keys = ("id", "category", "index", "status", STRICT, f"{STRICT}_score")
+    keys = ("id", "category", "index", "status", STRICT, f"{STRICT}_score", "threads")
     own = {"method": record[name], "score": record[f"{name}_score"]}
     if f"{name}_agreement" in record:
         own["agreement"] = record[f"{name}_agreement"]
-    return {**{k: record[k] for k in keys}, **own}
+    return {**{k: record[k] for k in keys if k in record}, **own}
 
 
 def run_grid(
@@ -131,11 +134,12 @@ def _run_grid(
     todo = [(i, p) for i, p in enumerate(prompts) if p.id not in done]
     for index in range(min(shared.cfg.warmup_prompts, len(prompts)) if todo else 0):
         run_prompt(shared, prompts[index], index)  # warm-up, not recorded
-    meter, steps = hardware.LoadMeter().start(), 0
+    meter, steps, governor = hardware.LoadMeter().start(), 0, thread_governor(shared.cfg)
     for index, prompt in tqdm(todo, desc="grid", unit="prompt"):
-        record = safe_run_prompt(shared, prompt, index)
+        threads = governor.before_prompt() if governor else torch.get_num_threads()
+        record = safe_run_prompt(shared, prompt, index) | {"threads": threads}
         steps += decode_steps(record)
         for point, run_dir in enumerate(dirs):
             R.append_prompt(run_dir, split_record(record, point))
-    load = meter.stop(steps) if todo else None
+    load = run_load(meter, steps, governor) if todo else None
     return [finalize(view, run_dir, load=load) for view, run_dir in zip(views, dirs, strict=True)]

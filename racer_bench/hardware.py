@@ -257,6 +257,12 @@ def load_warning(load: dict[str, Any]) -> str | None:
         reasons.append(f"the hypervisor stole {steal:.0%} of CPU time")
     if not reasons:
         return None
+    fewer = {int(k): v for k, v in (load.get("threads_per_prompt") or {}).items()
+             if int(k) < load.get("threads_requested", 0)}  # fmt: skip
+    if fewer:
+        counts = ", ".join(f"{v} on {k}" for k, v in sorted(fewer.items()))
+        reasons.append(f"prompts ran on fewer threads than the {load['threads_requested']} "
+                       f"requested to leave the busy cores alone ({counts})")  # fmt: skip
     return "machine not alone during the run: " + "; ".join(reasons) + " (speeds may be low)"
 
 
@@ -344,3 +350,64 @@ class LoadMeter:
         out["warning"] = load_warning(out)
         out["alone"] = out["warning"] is None  # True where /proc is absent: see ``measured``
         return out
+
+
+# ---------------------------------------------------------------- threads beside other work
+
+
+def threads_left(requested: int, others_cores: float | None, cpus: int | None) -> int:
+    """``requested`` threads, less the cores other processes kept busy (rounded), at least 1.
+
+    ``others_cores`` is the CPU time other processes used per second of wall time (1.0 = one
+    busy core); None (not measured) keeps ``requested``.
+    """
+    if others_cores is None or not cpus:
+        return requested
+    return max(1, min(requested, cpus - round(others_cores)))
+
+
+class ThreadGovernor:
+    """Sets torch's CPU threads before each prompt to the cores other processes left free.
+
+    Two torch threads on two cores beside one busy neighbour oversubscribe the machine: every
+    OpenMP region of a forward then waits for the thread that shares its core, so forwards run
+    2-3x slower, and tree steps lose more than AR steps; one thread on the free core is not
+    slowed at all (docs/benchmarks.md, ``scripts/bench_load.py``). Other processes' share is
+    measured over the previous prompt (a short sample before the first), from /proc/stat minus
+    this process's CPU time; without /proc the requested count is kept.
+    """
+
+    def __init__(self, requested: int, first_sample_s: float = 0.25) -> None:
+        self.requested = requested
+        self.first_sample_s = first_sample_s
+        self.per_prompt: dict[int, int] = {}
+        self._mark: tuple[float, float, dict[str, int] | None] | None = None
+
+    def _now(self) -> tuple[float, float, dict[str, int] | None]:
+        return time.perf_counter(), time.process_time(), parse_proc_stat(_read(PROC / "stat"))
+
+    def others_cores(self) -> float | None:
+        """Cores' worth of CPU other processes used since the last call (first: a sample)."""
+        if self._mark is None:
+            self._mark = self._now()
+            time.sleep(self.first_sample_s)
+        (t0, cpu0, stat0), (t1, cpu1, stat1) = self._mark, self._now()
+        self._mark = (t1, cpu1, stat1)
+        shares = load_share(stat0, stat1, cpu1 - cpu0, t1 - t0, usable_cpus(), _clock_ticks())
+        others = shares["others_share"]
+        return None if others is None else others * (usable_cpus() or 1)
+
+    def before_prompt(self) -> int:
+        """Set and return the threads for the next prompt."""
+        import torch
+
+        threads = threads_left(self.requested, self.others_cores(), usable_cpus())
+        if threads != torch.get_num_threads():
+            torch.set_num_threads(threads)
+        self.per_prompt[threads] = self.per_prompt.get(threads, 0) + 1
+        return threads
+
+    def report(self) -> dict[str, Any]:
+        """``threads_requested`` and how many prompts ran with each thread count."""
+        counts = {str(k): v for k, v in sorted(self.per_prompt.items())}
+        return {"threads_requested": self.requested, "threads_per_prompt": counts}

@@ -26,7 +26,15 @@ from racer_bench.engine.scheduler_settings import upgrade
 from racer_bench.errors import ConfigError
 from racer_bench.resolvers import device_kind
 
-SAFE_KEYS = ("resume", "num_threads", "warmup_prompts", "logger", "tags", "experiment_name")
+SAFE_KEYS = (
+    "resume",
+    "num_threads",
+    "adapt_threads",
+    "warmup_prompts",
+    "logger",
+    "tags",
+    "experiment_name",
+)
 
 
 @dataclass

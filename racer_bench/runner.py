@@ -89,6 +89,7 @@ class RunConfig:
     resume: str | None = None
     max_draft: NonNegativeInt = 256
     num_threads: PositiveInt | None = None
+    adapt_threads: bool = True
     hardware: Literal["cpu", "gpu"] = "cpu"
     engine: Engine = "auto"
     experiment_name: str = "adhoc"
@@ -396,18 +397,39 @@ def run_prompts(
     tracker = tracking.start(setup.cfg, run_dir, choices)
     failed = True
     try:
-        meter, steps = hardware.LoadMeter().start(), 0
+        meter, steps, governor = hardware.LoadMeter().start(), 0, thread_governor(setup.cfg)
         for index, prompt in tqdm(todo, desc=choices.get("method", "method"), unit="prompt"):
-            record = safe_run_prompt(setup, prompt, index)
+            threads = governor.before_prompt() if governor else torch.get_num_threads()
+            record = safe_run_prompt(setup, prompt, index) | {"threads": threads}
             R.append_prompt(run_dir, record)
             steps += decode_steps(record)
-        summary = finalize(setup, run_dir, on_summary, meter.stop(steps) if todo else None)
+        load = run_load(meter, steps, governor) if todo else None
+        summary = finalize(setup, run_dir, on_summary, load)
         tracker.log_summary(summary, run_dir)
         failed = False
     finally:
         tracker.finish(failed=failed)
     incomplete.unlink(missing_ok=True)
     return summary
+
+
+def thread_governor(cfg: DictConfig) -> hardware.ThreadGovernor | None:
+    """With ``adapt_threads`` (default), torch's threads follow the cores other processes
+    leave free, prompt by prompt (:class:`racer_bench.hardware.ThreadGovernor`)."""
+    if not cfg.get("adapt_threads", True):
+        return None
+    return hardware.ThreadGovernor(torch.get_num_threads())
+
+
+def run_load(
+    meter: hardware.LoadMeter, steps: int, governor: hardware.ThreadGovernor | None
+) -> dict[str, Any]:
+    """The machine's load over the timed prompts, with the threads each prompt ran with."""
+    load = meter.stop(steps)
+    if governor:
+        load |= governor.report()
+        load["warning"] = hardware.load_warning(load)
+    return load
 
 
 def safe_run_prompt(setup: Setup, prompt: Prompt, index: int) -> dict[str, Any]:

@@ -37,6 +37,20 @@ FLAGS = ("-O3", "-mavx2", "-mfma", "-fopenmp", "-shared", "-fPIC")
 PANEL = 16  # output columns per packed panel (NR in the C source)
 ABI_VERSION = 2
 MAX_ROWS = 128  # more rows (a prefill) take F.linear: MKL's large-M GEMM is built for them
+SCHEDULE_ENV = "RACER_BENCH_GEMM_SCHEDULE"  # OpenMP schedule of the panel loop (the C source)
+SCHEDULES = ("static", "dynamic", "guided")
+
+
+def schedule() -> str:
+    """The panel loop's OpenMP schedule: ``$RACER_BENCH_GEMM_SCHEDULE``, default static."""
+    name = os.environ.get(SCHEDULE_ENV, SCHEDULES[0])
+    if name not in SCHEDULES:
+        raise ValueError(f"{SCHEDULE_ENV}={name}: expected one of {', '.join(SCHEDULES)}")
+    return name
+
+
+def build_flags() -> tuple[str, ...]:
+    return (*FLAGS, f"-DPANEL_SCHEDULE={schedule()}")
 
 
 def kernel_dir() -> Path:
@@ -56,10 +70,11 @@ def _load() -> tuple[ctypes.CDLL | None, str | None]:
     if compiler is None:
         return None, "no C compiler found (set CC or install gcc)"
     source = SOURCE.read_bytes()
-    digest = hashlib.sha256(source + " ".join((compiler, *FLAGS)).encode()).hexdigest()[:16]
+    flags = build_flags()
+    digest = hashlib.sha256(source + " ".join((compiler, *flags)).encode()).hexdigest()[:16]
     path = kernel_dir() / f"small_gemm-{digest}.so"
     if not path.exists():
-        error = _compile(compiler, path)
+        error = _compile(compiler, flags, path)
         if error:
             return None, error
     lib = ctypes.CDLL(str(path))
@@ -71,14 +86,14 @@ def _load() -> tuple[ctypes.CDLL | None, str | None]:
     return lib, None
 
 
-def _compile(compiler: str, path: Path) -> str | None:
+def _compile(compiler: str, flags: tuple[str, ...], path: Path) -> str | None:
     """Build the library at ``path`` (atomically); return an error line or None."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=path.parent) as tmp:
         out = Path(tmp) / path.name
         try:
             done = subprocess.run(
-                [compiler, *FLAGS, str(SOURCE), "-o", str(out)],
+                [compiler, *flags, str(SOURCE), "-o", str(out)],
                 capture_output=True, text=True, timeout=120,
             )  # fmt: skip
         except (OSError, subprocess.TimeoutExpired) as error:

@@ -87,3 +87,44 @@ def test_loose_point_loses_target_likelihood(grid_dir):
     for record in R.load_prompts(out / "1"):  # per-prompt values, so summaries can be redone
         assert record["agreement"] in (0.0, 1.0)
         assert all("target_logprob" in t for m in ("method", "strict") for t in record[m]["turns"])
+
+
+def test_add_quality_restores_the_measures_of_an_older_run(grid_dir, tmp_path):
+    """scripts/add_quality.py gives a run recorded before the measures what the grid gives."""
+    import json
+    import shutil
+
+    from tests.scripts import load_script
+
+    out, summaries = grid_dir
+    old = tmp_path / "old"
+    shutil.copytree(out / "1", old)
+    stripped = []
+    for record in R.load_prompts(old):
+        record.pop("agreement", None)
+        for mode in ("method", "strict"):
+            for turn in record[mode]["turns"]:
+                turn.pop("target_logprob")
+        stripped.append(json.dumps(record) + "\n")
+    (old / "prompts.jsonl").write_text("".join(stripped))
+    summary = json.loads((old / "summary.json").read_text())
+    for key in ("logprob_gap", "logprob_gap_ci95", "agreement"):
+        summary.pop(key)
+    (old / "summary.json").write_text(json.dumps(summary))
+
+    add_quality = load_script("add_quality")
+    assert add_quality.main([str(old)]) == 0
+    restored = json.loads((old / "summary.json").read_text())
+    assert restored["logprob_gap"] == pytest.approx(summaries[1]["logprob_gap"], abs=1e-4)
+    assert restored["agreement"] == summaries[1]["agreement"]
+    assert add_quality.add_quality(old) == 0  # measured prompts are not measured again
+    assert add_quality.main([str(tmp_path / "nothing")]) == 2
+
+
+def test_every_prompt_records_its_threads_and_the_summary_their_counts(grid_dir):
+    out, summaries = grid_dir
+    threads = [r["threads"] for r in R.load_prompts(out / "0")]
+    assert len(threads) == 3 and all(t >= 1 for t in threads)
+    load = summaries[0]["load"]
+    assert sum(load["threads_per_prompt"].values()) == 3
+    assert load["threads_requested"] >= max(threads)

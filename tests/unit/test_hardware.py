@@ -210,3 +210,37 @@ def test_tree_clock_keeps_the_cpu_time_of_a_descendant_that_exited() -> None:
     finally:
         child.wait()
     assert clock() - before >= 0.25  # still counted after the child exited
+
+
+@pytest.mark.parametrize(
+    ("requested", "others", "cpus", "expected"),
+    [(2, 1.0, 2, 1), (2, 0.3, 2, 2), (2, 0.6, 2, 1), (2, 2.0, 2, 1), (8, 3.0, 16, 8),
+     (16, 4.2, 16, 12), (2, None, 2, 2), (2, 1.0, None, 2)],
+)  # fmt: skip
+def test_threads_left_gives_up_the_cores_others_keep_busy(requested, others, cpus, expected):
+    assert hardware.threads_left(requested, others, cpus) == expected
+
+
+def test_thread_governor_follows_the_measured_neighbours(monkeypatch) -> None:
+    """One busy neighbour on 2 CPUs -> 1 thread; when it stops -> back to the 2 requested."""
+    import torch
+
+    monkeypatch.setattr(hardware, "usable_cpus", lambda: 2)
+    monkeypatch.setattr(hardware, "_clock_ticks", lambda: 100)
+    # (wall s, this process's CPU s, /proc/stat jiffies): 2 CPUs busy while we used 1 CPU-s,
+    # then only our own 2 CPU-s in the next second.
+    marks = iter([(0.0, 0.0, {"total": 0, "idle": 0, "steal": 0}),
+                  (1.0, 1.0, {"total": 200, "idle": 0, "steal": 0}),
+                  (2.0, 3.0, {"total": 400, "idle": 0, "steal": 0})])  # fmt: skip
+    governor = hardware.ThreadGovernor(2, first_sample_s=0.0)
+    monkeypatch.setattr(governor, "_now", lambda: next(marks))
+    before = torch.get_num_threads()
+    try:
+        assert governor.before_prompt() == 1 and torch.get_num_threads() == 1
+        assert governor.before_prompt() == 2 and torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
+    report = governor.report()
+    assert report == {"threads_requested": 2, "threads_per_prompt": {"1": 1, "2": 1}}
+    warning = hardware.load_warning({"others_share": 0.25, "steal_share": 0.0, **report})
+    assert "fewer threads than the 2 requested" in warning and "1 on 1" in warning

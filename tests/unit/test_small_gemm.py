@@ -89,3 +89,33 @@ def test_draft_heads_use_the_kernel_unless_the_engine_is_eager(engine: str) -> N
     assert bool(packed) == (engine != "eager")
     assert not any(p.requires_grad for p in ready.parameters()) and not ready.training
     torch.testing.assert_close(ready(x), before, rtol=1e-5, atol=1e-5)  # grad mode on: kernel
+
+
+def test_the_panel_schedule_is_a_build_flag_checked_by_name(monkeypatch) -> None:
+    monkeypatch.delenv(small_gemm.SCHEDULE_ENV, raising=False)
+    assert "-DPANEL_SCHEDULE=static" in small_gemm.build_flags()
+    monkeypatch.setenv(small_gemm.SCHEDULE_ENV, "dynamic")
+    assert "-DPANEL_SCHEDULE=dynamic" in small_gemm.build_flags()
+    monkeypatch.setenv(small_gemm.SCHEDULE_ENV, "fastest")
+    with pytest.raises(ValueError, match="RACER_BENCH_GEMM_SCHEDULE=fastest: expected one of"):
+        small_gemm.build_flags()
+
+
+@pytest.mark.parametrize("schedule", ["static", "dynamic"])
+def test_every_schedule_builds_and_gives_the_same_bits(schedule: str, tmp_path) -> None:
+    """Both builds of the source, loaded side by side, agree bit for bit on a tree-sized product."""
+    import ctypes
+    import shutil
+
+    compiler = shutil.which("cc") or shutil.which("gcc")
+    out = tmp_path / f"gemm_{schedule}.so"
+    flags = (*small_gemm.FLAGS, f"-DPANEL_SCHEDULE={schedule}")
+    assert small_gemm._compile(compiler, flags, out) is None
+    lib = ctypes.CDLL(str(out))
+    gen = torch.Generator().manual_seed(2)
+    w, x = torch.randn(200, 64, generator=gen), torch.randn(12, 64, generator=gen)
+    packed = small_gemm.pack(w)
+    y = torch.empty(12, 200)
+    lib.small_gemm.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_long] * 3
+    lib.small_gemm(x.data_ptr(), packed.data_ptr(), y.data_ptr(), 12, 200, 64)
+    assert torch.equal(y, small_gemm.matmul(x, packed, 200))

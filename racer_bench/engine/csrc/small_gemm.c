@@ -16,10 +16,21 @@
  * bit-identical projections for the same input row.
  *
  * Threads: OpenMP over panels; the library links the libgomp that torch already loaded, so it
- * shares torch's thread pool and torch.set_num_threads().
+ * shares torch's thread pool and torch.set_num_threads(). PANEL_SCHEDULE (a -D flag, default
+ * static) is the OpenMP schedule of the panel loop: static splits the panels in equal shares
+ * (fastest alone), so a forward waits for its slowest thread, which is slow whenever another
+ * process shares its core; dynamic hands panels to whichever thread is free (less slowed
+ * beside a busy core, a few percent slower alone). The result does not depend on it.
  */
 #include <immintrin.h>
 #include <stddef.h>
+
+#ifndef PANEL_SCHEDULE
+#define PANEL_SCHEDULE static
+#endif
+#define PRAGMA_(text) _Pragma(#text)
+#define PRAGMA(text) PRAGMA_(text)
+#define FOR_EACH_PANEL PRAGMA(omp parallel for schedule(PANEL_SCHEDULE))
 
 #define NR 16
 #define MR_MAX 6
@@ -28,7 +39,7 @@ int small_gemm_abi_version(void) { return 2; }
 
 void small_gemm_pack(const float *w, float *packed, long n, long k) {
     long panels = (n + NR - 1) / NR;
-#pragma omp parallel for schedule(static)
+FOR_EACH_PANEL
     for (long p = 0; p < panels; p++) {
         float *dst = packed + p * k * NR;
         for (long kk = 0; kk < k; kk++) {
@@ -99,7 +110,7 @@ void small_gemm(const float *x, const float *packed, float *y, long m, long n, l
     long panels = (n + NR - 1) / NR;
     long blocks = (m + MR_MAX - 1) / MR_MAX;
     long base = blocks ? m / blocks : 0, extra = blocks ? m % blocks : 0;
-#pragma omp parallel for schedule(static)
+FOR_EACH_PANEL
     for (long p = 0; p < panels; p++) {
         const float *panel = packed + p * k * NR;
         long cols = n - p * NR < NR ? n - p * NR : NR;
