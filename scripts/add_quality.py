@@ -1,0 +1,100 @@
+"""Add the paired quality measures to lossy runs recorded before they existed.
+
+    python scripts/add_quality.py results/curated/asd_grid_gsm8k/pld/*
+
+For every finished prompt that holds a strict-greedy generation beside the lossy one, the
+runner's own code (:func:`racer_bench.paired.compare_with_strict`) adds each turn's target
+log-probability (teacher-forced, one forward per distinct output) and the answer agreement with
+strict; then the summary is recomputed (:mod:`racer_bench.analysis.resummarize`). Timings,
+tokens and scores are not touched. The model, task and engine come from the run's manifest;
+the data and cache folders are today's (``RACER_BENCH_DATA``, ``paths.cache_dir``), since
+curated records name no machine path. Prompts that already hold the measures are skipped
+unless ``--force``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+from omegaconf import DictConfig, OmegaConf, open_dict
+from tqdm.auto import tqdm
+
+from racer_bench.analysis import records as R
+from racer_bench.analysis.quality import LOGPROB_KEY
+from racer_bench.analysis.resummarize import resummarize
+from racer_bench.grid import compose_run
+from racer_bench.paired import STRICT, compare_with_strict
+from racer_bench.runner import choose_engine, construct
+
+
+def run_config(run_dir: Path) -> DictConfig:
+    """The run's recorded config with today's data and cache folders."""
+    cfg = OmegaConf.create(R.read_json(run_dir / R.MANIFEST_FILE)["config"])
+    today, _ = compose_run([])
+    with open_dict(cfg):
+        cfg.paths = today.paths
+    return cfg
+
+
+def needs_measures(record: dict[str, Any], force: bool) -> bool:
+    """A finished paired prompt whose turns lack the target log-probability (or ``force``)."""
+    if record.get("status") != "ok" or STRICT not in record or "method" not in record:
+        return False
+    turns = record["method"]["turns"] + record[STRICT]["turns"]
+    return force or any(LOGPROB_KEY not in t for t in turns)
+
+
+def rewrite_prompts(run_dir: Path, records: Sequence[dict[str, Any]]) -> None:
+    """Replace ``prompts.jsonl`` in one rename, so an interrupted rewrite loses nothing."""
+    path = run_dir / R.PROMPTS_FILE
+    partial = path.with_suffix(".jsonl.partial")
+    with partial.open("w", encoding="utf-8") as out:
+        for record in records:
+            out.write(json.dumps(record, ensure_ascii=False) + "\n")
+    os.replace(partial, path)
+
+
+def add_quality(run_dir: Path, force: bool = False) -> int:
+    """Measure every prompt of ``run_dir`` that lacks the measures; returns how many."""
+    records = R.load_prompts(run_dir)
+    todo = [r for r in records if needs_measures(r, force)]
+    if todo:
+        cfg = run_config(run_dir)
+        if cfg.get("num_threads"):
+            torch.set_num_threads(int(cfg.num_threads))
+        task = construct(cfg.task, "task")
+        target, _ = choose_engine(cfg, construct(cfg.model, "model"))
+        prompts = {p.id: p for p in task.load()}
+        for record in tqdm(todo, desc=run_dir.name, unit="prompt"):
+            record.pop("quality_error", None)
+            compare_with_strict(target, task, prompts[record["id"]], record)
+        rewrite_prompts(run_dir, records)
+    resummarize(run_dir)
+    return len(todo)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("runs", nargs="+", type=Path, help="run folders (with manifest.json)")
+    parser.add_argument("--force", action="store_true", help="recompute measured prompts too")
+    args = parser.parse_args(argv)
+    missing = [str(r) for r in args.runs if not (r / R.MANIFEST_FILE).exists()]
+    if missing:
+        print(f"error: runs: not a run folder (no manifest.json): {', '.join(missing)}",
+              file=sys.stderr)  # fmt: skip
+        return 2
+    for run_dir in args.runs:
+        count = add_quality(run_dir, args.force)
+        print(f"{run_dir}: measured {count} prompt(s); summary recomputed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
