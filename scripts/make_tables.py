@@ -6,6 +6,8 @@ writes ``docs/tables.md`` and ``docs/tables.tex`` (without ``--out`` the Markdow
 Tables, each built only when the folder holds runs for it:
 
 * main: lossless methods x Spec-Bench categories (+ overall, HumanEval, MGSM-ZH), speedup (MAT);
+* speed: the main runs' absolute tok/s (AR and method), speedup [95 % CI], MAT, identical
+  outputs and the machine each was measured on;
 * spec_bench_categories: Spec-Bench's 13 categories x methods, speedup with its 95 % bootstrap
   interval, and MAT;
 * ablation: RACER full / logits tree only / retrieval tree only / last logit / LRU off /
@@ -270,6 +272,57 @@ def main_table(runs_df: pd.DataFrame, cats_df: pd.DataFrame, paper: bool) -> Tab
     )
 
 
+def ar_speed_note(df: pd.DataFrame) -> str:
+    """The AR baseline's tok/s range per machine and engine: how fast each machine is."""
+    parts = []
+    for label, engine, runs in setting_groups(df):
+        speeds = runs["baseline_tokens_per_s"].dropna()
+        if not speeds.empty:
+            parts.append(f"{label}, {engine_words(engine)}: {speeds.min():.1f}-"
+                         f"{speeds.max():.1f}")  # fmt: skip
+    return "AR tok/s per machine and engine (same model, loop and token budget): " + "; ".join(
+        parts
+    )
+
+
+def speed_table(runs_df: pd.DataFrame) -> Table | None:
+    """Per method and task: AR and method tok/s, speedup [95 % CI], MAT, identical outputs and
+    the machine and engine they were measured on (absolute speed is only comparable within
+    one machine)."""
+    df = lossless_defaults(runs_df)
+    if df.empty or "baseline_tokens_per_s" not in df or df["speedup"].isna().all():
+        return None
+    header = ["method", "task", "prompts", "AR tok/s", "method tok/s", "speedup [95 % CI]",
+              "MAT", "identical", "measured on"]  # fmt: skip
+    rows = []
+    for method in dict.fromkeys(df["method"]):
+        for task in dict.fromkeys(df["task"]):
+            row = lookup(df, method=method, task=task)
+            if row is None:
+                continue
+            identical = row.get("identical")
+            rows.append([
+                names.method_name(method), names.task_name(task), str(int(row["n_prompts"])),
+                num(row.get("baseline_tokens_per_s"), "{:.1f}"),
+                num(row.get("tokens_per_s"), "{:.1f}"),
+                speed_cell(row, interval=True).rsplit(" (", 1)[0],
+                num(row.get("mat"), "{:.2f}"),
+                DASH if identical is None else f"{identical:.0%}",
+                setting_text(df.loc[[row.name]]),
+            ])  # fmt: skip
+    notes = [
+        "AR tok/s and method tok/s: generated tokens per second of wall time (prefill "
+        "included) of the autoregressive baseline and of the method, interleaved per prompt in "
+        "one process; speedup = AR wall time / method wall time over the same prompts, with "
+        "its 95 % bootstrap interval over prompts. Compare absolute tok/s only between rows "
+        "measured on the same machine.",
+        ar_speed_note(df),
+        *context_notes(df),
+    ]
+    title = "Absolute speed: tok/s of AR and of each method, speedup [95 % CI]"
+    return Table("speed", title, header, rows, notes)
+
+
 MAIN_WHY = (
     "Why the numbers differ from the papers': a 135M-parameter target on 2 CPU cores pays for "
     "every drafted token (a 16-token verification forward costs about 1.8 one-token forwards "
@@ -291,6 +344,58 @@ def main_ordering_notes(df: pd.DataFrame) -> list[str]:
     ]  # fmt: skip
     notes = [n for n in notes if n]
     return [*notes, MAIN_WHY] if notes else []
+
+
+# Pairs of methods compared category by category under the Spec-Bench table, with what
+# separates them (the numbers come from the records; the mechanism text from the papers).
+HEAD_TO_HEAD = (
+    (
+        "racer",
+        "suffix",
+        "Both keep state across requests and draft trees, from different evidence. RACER merges "
+        "n-gram matches of an Aho-Corasick automaton over the context (LRU-bounded, kept across "
+        "prompts) with a copy-logit tree (for each token, the target's top-8 at its latest "
+        "occurrence), so it drafts even where nothing repeats verbatim. SuffixDecoding drafts "
+        "only continuations seen before: the longest suffix of the context matched in suffix "
+        "trees of this prompt and output and of earlier outputs, alpha x match-length nodes "
+        "at most, so it drafts long on repetitive text and little on novel text. Which wins "
+        "depends on what a verified node costs: where each extra node costs time (these CPU "
+        "runs), a few well-supported nodes beat a higher MAT bought with many; where a 64-node "
+        "forward costs about one token's (a GPU with a 7B target), MAT decides.",
+    ),
+)
+
+
+def duel_cell(row: pd.Series) -> str:
+    """``1.42× (MAT 2.25, 10.4 nodes)``: speedup, MAT and mean draft size where recorded."""
+    extra = [f"MAT {row['mat']:.2f}"] if pd.notna(row.get("mat")) else []
+    if pd.notna(row.get("draft_size_mean")):
+        extra.append(f"{row['draft_size_mean']:.1f} nodes")
+    return f"{row['speedup']:.2f}×" + (f" ({', '.join(extra)})" if extra else "")
+
+
+def head_to_head_notes(cats: pd.DataFrame, categories: Sequence[str]) -> list[str]:
+    """Per pair of ``HEAD_TO_HEAD`` present: in which categories each is faster, and why."""
+    notes = []
+    for first, second, why in HEAD_TO_HEAD:
+        wins: dict[str, list[str]] = {first: [], second: []}
+        for category in categories:
+            rows = cats[cats["category"] == category]
+            a, b = lookup(rows, method=first), lookup(rows, method=second)
+            if a is None or b is None:
+                continue
+            winner = first if a["speedup"] >= b["speedup"] else second
+            wins[winner].append(f"{category.replace('_', ' ')} {duel_cell(a)} vs {duel_cell(b)}")
+        if not wins[first] and not wins[second]:
+            continue
+        a_name, b_name = names.method_name(first), names.method_name(second)
+        total = len(wins[first]) + len(wins[second])
+        parts = [f"{name} faster in {len(wins[m])} of {total} ({'; '.join(wins[m]) or DASH})"
+                 for m, name in ((first, a_name), (second, b_name))]  # fmt: skip
+        notes.append(f"{a_name} vs {b_name} per category ({a_name} first; nodes = mean draft "
+                     "nodes verified per step): "
+                     f"{', '.join(parts)}. {why}")  # fmt: skip
+    return notes
 
 
 def spec_bench_categories_table(runs_df: pd.DataFrame, raw_df: pd.DataFrame) -> Table | None:
@@ -318,6 +423,7 @@ def spec_bench_categories_table(runs_df: pd.DataFrame, raw_df: pd.DataFrame) -> 
     notes = [
         "Cells: speedup over AR (×), its 95 % bootstrap interval over the category's prompts in "
         "square brackets, and MAT in brackets. The first 8 rows are MT-Bench (2 turns each).",
+        *head_to_head_notes(cats, categories),
         *context_notes(df),
     ]
     title = "Spec-Bench per category: speedup [95 % CI] (MAT)"
@@ -660,6 +766,7 @@ def build_tables(runs: Sequence[F.Run], paper: bool = True, newest: bool = True)
     cat_runs, cat_df = frames("spec_bench_categories")
     tables = [
         main_table(main_df, F.categories_frame(main_runs), paper),
+        speed_table(main_df),
         spec_bench_categories_table(cat_df, F.categories_frame(cat_runs, "category")),
         ablation_table(frames("ablation")[1], paper),
         logitspec_table(frames("logitspec")[1], paper),

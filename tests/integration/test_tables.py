@@ -54,7 +54,7 @@ def md_rows(section: str) -> dict[str, list[str]]:
 
 
 def test_all_four_tables_are_built(tables: dict[str, str]) -> None:
-    assert {"main", "spec_bench_categories", "ablation", "logitspec", "asd"} <= set(tables)
+    assert {"main", "speed", "spec_bench_categories", "ablation", "logitspec", "asd"} <= set(tables)
     assert "make_tables.py --results" in tables["all"].splitlines()[0]
 
 
@@ -144,7 +144,7 @@ def test_asd_table_shows_quality_measures_or_marks_them_missing(
 
 def test_latex_is_escaped(tables: dict[str, str]) -> None:
     tex = tables["tex"]
-    assert tex.count(r"\begin{tabular}") == 5 and r"\label{tab:asd}" in tex
+    assert tex.count(r"\begin{tabular}") == 6 and r"\label{tab:asd}" in tex
     assert r"$\times$" in tex and "×" not in tex and r"tiny\_random" in tex
 
 
@@ -318,3 +318,28 @@ def test_tables_compare_their_ordering_with_the_papers(tables: dict[str, str]) -
     assert "Ordering by Spec-Bench MAT: ours" in tables["ablation"]
     assert "Ordering by Spec-Bench speedup: ours" in tables["logitspec"]
     assert "At the paper's frozen setting B=8 g=0.25 M=2, ours: GSM8K RACER" in tables["asd"]
+
+
+def test_head_to_head_note_names_where_each_method_is_faster() -> None:
+    make_tables = load_script("make_tables")
+    rows = [("racer", "qa", 1.5), ("suffix", "qa", 1.2), ("racer", "rag", 1.1),
+            ("suffix", "rag", 2.0), ("pld", "rag", 3.0), ("racer", "math", 1.3)]  # fmt: skip
+    cats = pd.DataFrame(rows, columns=["method", "category", "speedup"])
+    [note] = make_tables.head_to_head_notes(cats, ["qa", "rag", "math"])
+    assert "RACER faster in 1 of 2 (qa 1.50× vs 1.20×)" in note
+    assert "SuffixDecoding faster in 1 of 2 (rag 1.10× vs 2.00×)" in note
+    cats["mat"], cats["draft_size_mean"] = 2.0, 10.0
+    [note] = make_tables.head_to_head_notes(cats, ["qa"])
+    assert "qa 1.50× (MAT 2.00, 10.0 nodes) vs 1.20× (MAT 2.00, 10.0 nodes)" in note
+    assert make_tables.head_to_head_notes(cats[cats["method"] != "suffix"], ["qa"]) == []
+
+
+def test_speed_table_gives_absolute_tok_s_from_the_runs(results: Path, tables: dict[str, str]):
+    df = F.runs_frame(F.load_runs(results / "main")).set_index(["method", "task"])
+    lines = [line for line in tables["speed"].splitlines() if line.startswith("| RACER | Spec")]
+    [cells] = [[c.strip() for c in line.strip("|").split(" | ")] for line in lines]
+    racer = df.loc[("racer", "spec_bench")]
+    assert cells[3] == f"{racer['baseline_tokens_per_s']:.1f}"
+    assert cells[4] == f"{racer['tokens_per_s']:.1f}"
+    assert cells[5].startswith(f"{racer['speedup']:.2f}× [")
+    assert "AR tok/s per machine and engine" in tables["speed"]

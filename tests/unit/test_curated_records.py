@@ -87,3 +87,20 @@ def test_resummarize_rewrites_only_stale_numbers(tmp_path) -> None:
     rewritten = json.loads((run_dir / "summary.json").read_text())
     assert rewritten["mat"] == pytest.approx(summary["mat"] - 1.0)
     assert rewritten["load"] == {"alone": True}
+
+
+def test_curate_replaces_the_run_folder_and_the_checkout_it_was_started_from(tmp_path) -> None:
+    """A run made in another checkout, into a folder outside this one, names neither."""
+    curate = load_script("curate")
+    other = tmp_path / "tmp/other_checkout"
+    run = make_run(tmp_path / "tmp/runs/pld_humaneval", "/data")
+    (run / ".hydra/hydra.yaml").write_text(
+        f"hydra:\n  run:\n    dir: {run}\n  runtime:\n    cwd: {other}\n"
+        f"    config_sources:\n    - path: {other}/conf\n"
+    )
+    (run / "summary.json").write_text(json.dumps({"run_dir": str(run)}))
+    [dest] = curate.main([str(run), "--name", "exp", "--curated", str(tmp_path / "curated")])
+    text = "".join(p.read_text() for p in dest.rglob("*") if p.is_file())
+    assert str(tmp_path) not in text
+    assert '"run_dir": "pld_humaneval"' in (dest / "summary.json").read_text()
+    assert "path: ./conf" in (dest / ".hydra/hydra.yaml").read_text()
