@@ -33,14 +33,34 @@ from racer_bench.grid import compose_run
 from racer_bench.paired import STRICT, compare_with_strict
 from racer_bench.runner import choose_engine, construct
 
+DATA_PLACEHOLDER = "<data_dir>"  # what scripts/curate.py writes for the data folder
+
 
 def run_config(run_dir: Path) -> DictConfig:
-    """The run's recorded config with today's data and cache folders."""
-    cfg = OmegaConf.create(R.read_json(run_dir / R.MANIFEST_FILE)["config"])
+    """The run's recorded config with today's data and cache folders.
+
+    Curated records name no machine path: every ``<data_dir>`` becomes today's data folder and
+    every ``~`` the home folder, wherever the recorded (resolved) config holds them.
+    """
+    recorded = R.read_json(run_dir / R.MANIFEST_FILE)["config"]
     today, _ = compose_run([])
+    cfg = OmegaConf.create(_with_paths(recorded, str(today.paths.data_dir)))
     with open_dict(cfg):
         cfg.paths = today.paths
     return cfg
+
+
+def _with_paths(value: Any, data_dir: str) -> Any:
+    """``value`` with the curated path placeholders replaced (recursively)."""
+    if isinstance(value, dict):
+        return {k: _with_paths(v, data_dir) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_with_paths(v, data_dir) for v in value]
+    if isinstance(value, str) and value.startswith(DATA_PLACEHOLDER):
+        return data_dir + value[len(DATA_PLACEHOLDER) :]
+    if isinstance(value, str) and value.startswith("~/"):
+        return os.path.expanduser(value)
+    return value
 
 
 def needs_measures(record: dict[str, Any], force: bool) -> bool:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from racer_bench.analysis import frames as F
@@ -119,6 +121,23 @@ def test_add_quality_restores_the_measures_of_an_older_run(grid_dir, tmp_path):
     assert restored["agreement"] == summaries[1]["agreement"]
     assert add_quality.add_quality(old) == 0  # measured prompts are not measured again
     assert add_quality.main([str(tmp_path / "nothing")]) == 2
+
+
+def test_add_quality_reads_a_curated_run_with_todays_folders(tmp_path, monkeypatch):
+    """Curated manifests hold ``<data_dir>`` and ``~``: the re-measure uses today's folders."""
+    import json
+
+    from tests.scripts import load_script
+
+    monkeypatch.setenv("RACER_BENCH_DATA", str(tmp_path / "data"))
+    recorded = {"task": {"name": "gsm8k", "data_dir": "<data_dir>"},
+                "model": {"cache_dir": "~/.cache/racer_bench/models"},
+                "paths": {"data_dir": "<data_dir>"}}  # fmt: skip
+    (tmp_path / "manifest.json").write_text(json.dumps({"config": recorded}))
+    cfg = load_script("add_quality").run_config(tmp_path)
+    assert cfg.task.data_dir == cfg.paths.data_dir
+    assert "<data_dir>" not in cfg.task.data_dir
+    assert cfg.model.cache_dir.startswith(str(Path.home()))
 
 
 def test_every_prompt_records_its_threads_and_the_summary_their_counts(grid_dir):
