@@ -401,7 +401,8 @@ def asd_frontier(runs_df: pd.DataFrame) -> Figure:
         for ax, (column, xlabel, loss) in zip(axes, QUALITY_LOSSES, strict=True):
             _frontier_panel(ax, rows, column, xlabel, loss)
         axes[0].set_ylabel(f"{task_name(task)}: gain vs strict (%)", fontsize=8)
-    legend_ax = next((ax for ax in grid.flat if ax.get_legend_handles_labels()[0]), None)
+    # the panel with the most drafters: tasks may have been run with different drafters
+    legend_ax = max(grid.flat, key=lambda ax: len(ax.get_legend_handles_labels()[1]))
     title = "ASD frontier over budget B, gate g, cap M: throughput gain against quality loss"
     return _finish(fig, title, df, legend_ax)
 

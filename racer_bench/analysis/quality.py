@@ -44,6 +44,16 @@ def first_divergence(tokens: Sequence[int], reference: Sequence[int]) -> float:
     return min(1.0, first / len(tokens)) if tokens else 0.0
 
 
+def repeated_ngram_share(tokens: Sequence[int], n: int = 4) -> float:
+    """Share of the output's ``n``-grams that repeat an earlier one (0 = none repeats).
+
+    A degenerate loop scores near 1; it is also very likely under the target, so a lossy run
+    with a *positive* log-likelihood gap is read beside this share (docs/asd.md).
+    """
+    grams = [tuple(tokens[i : i + n]) for i in range(len(tokens) - n + 1)]
+    return 1.0 - len(set(grams)) / len(grams) if grams else 0.0
+
+
 def record_first_divergence(record: Record, mode: str = "method", base: str = "strict") -> float:
     """:func:`first_divergence` of one prompt's outputs (all turns concatenated)."""
     return first_divergence(output_tokens(record, mode), output_tokens(record, base))

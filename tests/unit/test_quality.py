@@ -68,3 +68,24 @@ def test_boxed_answers_agree_under_math_verify():
     assert not boxed_answers_agree("\\boxed{3}", "\\boxed{4}")
     assert not boxed_answers_agree("\\boxed{3}", "no box")
     assert boxed_answers_agree("no box", "none")
+
+
+def test_repeated_ngram_share_counts_ngrams_that_repeat_an_earlier_one() -> None:
+    assert Q.repeated_ngram_share([1, 2, 3, 4, 5, 6]) == 0.0
+    assert Q.repeated_ngram_share([7, 7, 7, 7, 7, 7, 7]) == pytest.approx(3 / 4)
+    assert Q.repeated_ngram_share([1, 2, 1, 2, 1], n=2) == pytest.approx(2 / 4)
+    assert Q.repeated_ngram_share([1, 2]) == 0.0  # shorter than n
+
+
+def test_asd_repetition_script_compares_lossy_outputs_with_strict(tmp_path, capsys) -> None:
+    import json
+
+    from tests.scripts import load_script
+
+    loop = {"tokens": [5, 6] * 8, "stop_reason": "length"}
+    plain = {"tokens": list(range(16)), "stop_reason": "eos"}
+    rec = {"id": "a", "status": "ok", "strict": {"turns": [plain]}, "method": {"turns": [loop]}}
+    (tmp_path / "prompts.jsonl").write_text(json.dumps(rec) + "\n")
+    assert load_script("asd_repetition").main([str(tmp_path)]) == 0
+    line = capsys.readouterr().out.strip().splitlines()[-1]
+    assert "| 1 | 16 → 16 | 1 → 0 | 0.00 → 0.85 |" in line
