@@ -18,7 +18,6 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-import torch
 import yaml
 from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig, OmegaConf, open_dict
@@ -37,6 +36,7 @@ from racer_bench.runner import (
     construct,
     decode_steps,
     finalize,
+    prompt_threads,
     run_load,
     run_manifest,
     run_prompt,
@@ -136,7 +136,7 @@ def _run_grid(
         run_prompt(shared, prompts[index], index)  # warm-up, not recorded
     meter, steps, governor = hardware.LoadMeter().start(), 0, thread_governor(shared.cfg)
     for index, prompt in tqdm(todo, desc="grid", unit="prompt"):
-        threads = governor.before_prompt() if governor else torch.get_num_threads()
+        threads = prompt_threads(governor)
         record = safe_run_prompt(shared, prompt, index) | {"threads": threads}
         steps += decode_steps(record)
         for point, run_dir in enumerate(dirs):

@@ -399,7 +399,7 @@ def run_prompts(
     try:
         meter, steps, governor = hardware.LoadMeter().start(), 0, thread_governor(setup.cfg)
         for index, prompt in tqdm(todo, desc=choices.get("method", "method"), unit="prompt"):
-            threads = governor.before_prompt() if governor else torch.get_num_threads()
+            threads = prompt_threads(governor)
             record = safe_run_prompt(setup, prompt, index) | {"threads": threads}
             R.append_prompt(run_dir, record)
             steps += decode_steps(record)
@@ -419,6 +419,11 @@ def thread_governor(cfg: DictConfig) -> hardware.ThreadGovernor | None:
     if not cfg.get("adapt_threads", True):
         return None
     return hardware.ThreadGovernor(torch.get_num_threads())
+
+
+def prompt_threads(governor: hardware.ThreadGovernor | None) -> int:
+    """The torch threads for the next prompt: the governor's choice, else today's count."""
+    return governor.before_prompt() if governor else torch.get_num_threads()
 
 
 def run_load(
