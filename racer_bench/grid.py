@@ -136,7 +136,7 @@ def _run_grid(
         run_prompt(shared, prompts[index], index)  # warm-up, not recorded
     meter, steps, governor = hardware.LoadMeter().start(), 0, thread_governor(shared.cfg)
     for index, prompt in tqdm(todo, desc="grid", unit="prompt"):
-        threads = prompt_threads(governor)
+        threads = prompt_threads(governor, shared)
         record = safe_run_prompt(shared, prompt, index) | {"threads": threads}
         steps += decode_steps(record)
         for point, run_dir in enumerate(dirs):

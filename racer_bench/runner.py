@@ -26,7 +26,7 @@ from racer_bench.engine.cost import CostProfile
 from racer_bench.engine.decode import LoopOptions, generate
 from racer_bench.engine.drafter import Drafter, NullDrafter
 from racer_bench.engine.engine_choice import choose_auto
-from racer_bench.engine.scheduler import FixedScheduler, Scheduler
+from racer_bench.engine.scheduler import ConfidenceScheduler, FixedScheduler, Scheduler
 from racer_bench.engine.scheduler_settings import SchedulerSettings, settings_of
 from racer_bench.engine.stopping import StopRule
 from racer_bench.engine.target import Engine, HFTarget
@@ -63,6 +63,8 @@ class Setup:
     max_new_tokens: int
     profile: CostProfile | None = None  # the scheduler's cost curve, saved in the run folder
     engine_choice: dict[str, Any] = field(default_factory=dict)  # requested, chosen, why
+    # measured curves per torch thread count, once the governor changed the threads
+    profiles: dict[int, CostProfile] = field(default_factory=dict)
 
 
 @dataclass
@@ -399,7 +401,7 @@ def run_prompts(
     try:
         meter, steps, governor = hardware.LoadMeter().start(), 0, thread_governor(setup.cfg)
         for index, prompt in tqdm(todo, desc=choices.get("method", "method"), unit="prompt"):
-            threads = prompt_threads(governor)
+            threads = prompt_threads(governor, setup)
             record = safe_run_prompt(setup, prompt, index) | {"threads": threads}
             R.append_prompt(run_dir, record)
             steps += decode_steps(record)
@@ -421,9 +423,42 @@ def thread_governor(cfg: DictConfig) -> hardware.ThreadGovernor | None:
     return hardware.ThreadGovernor(torch.get_num_threads())
 
 
-def prompt_threads(governor: hardware.ThreadGovernor | None) -> int:
-    """The torch threads for the next prompt: the governor's choice, else today's count."""
-    return governor.before_prompt() if governor else torch.get_num_threads()
+def prompt_threads(governor: hardware.ThreadGovernor | None, setup: Setup) -> int:
+    """The torch threads for the next prompt (the governor's choice, else today's count), with
+    the schedulers' cost curve for that count (:func:`follow_threads`)."""
+    threads = governor.before_prompt() if governor else torch.get_num_threads()
+    follow_threads(setup, threads)
+    return threads
+
+
+def follow_threads(setup: Setup, threads: int) -> None:
+    """Give the schedulers the measured cost curve of the thread count the next prompt runs on.
+
+    A curve belongs to one thread count (SmolLM2-135M, fast engine: a 12-token forward costs
+    1.6 AR forwards on two threads and 2.0 on one), so when the governor takes a core away the
+    scheduler cuts trees for the machine it has now instead of the one it started on. Each
+    count is measured once (cached on disk like the first curve); synthetic curves and curves
+    read from a file do not depend on threads and stay.
+    """
+    scheduled = [m for m in setup.modes if isinstance(m.scheduler, ConfidenceScheduler)]
+    key = (setup.profile.meta.get("key") if setup.profile is not None else None) or {}
+    if not scheduled or "threads" not in key:
+        return
+    setup.profiles.setdefault(int(key["threads"]), setup.profile)  # type: ignore[arg-type]
+    if threads not in setup.profiles:
+        settings = scheduler_settings(setup.cfg)
+        profile = cost_profile(settings, setup.cfg, setup.target, scheduled[0].drafter)
+        assert profile is not None
+        setup.profiles[threads] = profile
+    for mode in scheduled:
+        mode.scheduler.profile = setup.profiles[threads]  # type: ignore[attr-defined]
+
+
+def save_thread_profiles(setup: Setup, run_dir: Path) -> None:
+    """``cost_profile_t<n>.json`` for each curve measured after the first (:data:`PROFILE_FILE`)."""
+    for threads, profile in setup.profiles.items():
+        if profile is not setup.profile:
+            profile.save(run_dir / f"cost_profile_t{threads}.json")
 
 
 def run_load(
@@ -482,6 +517,7 @@ def finalize(
         summary["load"] = load
         summary["load_warning"] = load.get("warning")
     R.write_json(run_dir / R.SUMMARY_FILE, summary)
+    save_thread_profiles(setup, run_dir)
     if on_summary:
         on_summary(summary)
     return summary

@@ -3,6 +3,9 @@
     python scripts/bench_load.py --methods pld racer --limit 10 --threads 2 \
         --out docs/bench/load_humaneval10
 
+A contender is a method with optional overrides, ``racer@scheduler=confidence`` or
+``racer@capacity=5`` (as in ``scripts/bench_methods.py``).
+
 Two parts, each condition back to back on the same prompts:
 
 * **forward**: median time of a 1-token and of a ``--tree``-token verification forward (fast
@@ -23,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -99,9 +103,18 @@ def forward_part(schedules: Sequence[str], tree: int, reps: int, threads: int) -
     return rows
 
 
+def contender_overrides(spec: str) -> list[str]:
+    """``racer@capacity=5+scheduler=confidence`` -> ``method=racer method.capacity=5
+    scheduler=confidence``: ``scheduler`` keys go to the scheduler group, the rest to the method."""
+    method, _, rest = spec.partition("@")
+    extra = [o for o in rest.split("+") if o]
+    top = [o for o in extra if o.split("=")[0].split(".")[0] == "scheduler"]
+    return [f"method={method}", *top, *(f"method.{o}" for o in extra if o not in top)]
+
+
 def cli_run(method: str, limit: int, threads: int, run_dir: Path, extra: Sequence[str]) -> dict:
-    """One CLI run; its summary."""
-    args = [sys.executable, "-m", "racer_bench", f"method={method}", "task=humaneval",
+    """One CLI run of a contender (:func:`contender_overrides`); its summary."""
+    args = [sys.executable, "-m", "racer_bench", *contender_overrides(method), "task=humaneval",
             f"task.limit={limit}", f"num_threads={threads}", "logger=none",
             f"hydra.run.dir={run_dir}", *extra]  # fmt: skip
     subprocess.run(args, check=True, cwd=ROOT, stdout=subprocess.DEVNULL)
@@ -114,7 +127,8 @@ def runs_part(methods: Sequence[str], limit: int, threads: int, work: Path,
     for method in methods:
         for name in CONDITIONS:
             with condition(name):
-                run_dir = work / f"{method}_{name.replace(' ', '_')}"
+                label = re.sub(r"[^A-Za-z0-9_.]+", "_", method)
+                run_dir = work / f"{label}_{name.replace(' ', '_')}"
                 summary = cli_run(method, limit, threads, run_dir, extra)
             load = summary.get("load") or {}
             rows.append({

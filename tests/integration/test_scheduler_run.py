@@ -12,7 +12,7 @@ from racer_bench.analysis.records import PROMPTS_FILE, load_prompts
 from racer_bench.analysis.summary import summarize
 from racer_bench.runner import PROFILE_FILE, run
 from tests.integration.test_runner import SMOKE
-from tests.integration.test_tables import load_script
+from tests.scripts import load_script
 
 SCHEDULER_KEYS = ("candidate_size_mean", "predicted_accepted_mean", "realised_accepted_mean",
                   "calibration_error", "tokens_per_cost", "draft_size_hist")  # fmt: skip
@@ -97,3 +97,57 @@ def test_runs_without_scheduler_fields_still_load(scheduled_run, tmp_path):
     runs = F.load_runs(old)
     assert F.calibration_frame(runs).empty and F.draft_sizes_frame(runs).empty
     assert not {"reliability", "draft_size_cost"} & set(P.all_figures(runs))
+
+
+def test_the_scheduler_takes_the_cost_curve_of_the_threads_each_prompt_runs_on(tmp_path):
+    """When the thread governor changes torch's threads, a measured (``auto``) curve is
+    measured for the new count, given to every scheduled mode and saved in the run folder."""
+    import torch
+    from hydra import compose, initialize_config_dir
+
+    from racer_bench.runner import build, finalize, follow_threads
+    from tests.conftest import CONF_DIR
+
+    cache = tmp_path / "cache"
+    overrides = [*SMOKE, "method=racer", "scheduler=confidence", "scheduler.profile_reps=1",
+                 "scheduler.profile_context=8", f"paths.cache_dir={cache}"]  # fmt: skip
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        cfg = compose(config_name="config", overrides=overrides)
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        setup = build(cfg)
+        first = setup.profile
+        assert first is not None and first.meta["key"]["threads"] == 2
+        follow_threads(setup, 2)
+        assert setup.modes[-1].scheduler.profile is first
+        torch.set_num_threads(1)
+        follow_threads(setup, 1)
+        one = setup.modes[-1].scheduler.profile
+        assert one is not first and one.meta["key"]["threads"] == 1
+        assert sorted(setup.profiles) == [1, 2]
+        torch.set_num_threads(2)
+        follow_threads(setup, 2)
+        assert setup.modes[-1].scheduler.profile is first
+    finally:
+        torch.set_num_threads(before)
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    finalize(setup, run_dir)
+    saved = json.loads((run_dir / "cost_profile_t1.json").read_text())
+    assert saved["meta"]["key"]["threads"] == 1
+    assert not (run_dir / "cost_profile_t2.json").exists()  # the first is PROFILE_FILE
+
+
+def test_a_synthetic_curve_does_not_follow_threads():
+    """``linear:0.02`` does not depend on the machine: nothing is measured when threads change."""
+    from racer_bench.engine.cost import synthetic
+    from racer_bench.engine.scheduler import ConfidenceScheduler
+    from racer_bench.runner import Mode, Setup, follow_threads
+
+    curve = synthetic("linear:0.02")
+    mode = Mode("method", drafter=None, verifier=None, scheduler=ConfidenceScheduler(curve))
+    setup = Setup(cfg=None, target=None, task=None, modes=[mode], options=None,
+                  max_new_tokens=1, profile=curve)  # fmt: skip
+    follow_threads(setup, 1)
+    assert setup.profiles == {} and mode.scheduler.profile is curve
