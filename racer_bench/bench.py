@@ -141,6 +141,13 @@ def method_drafter(method: str, vocab_size: int, overrides: Sequence[str] = ()) 
     return instantiate(constructor_node(cfg.method))(vocab_size=vocab_size)
 
 
+def group_overrides(overrides: Sequence[str]) -> list[str]:
+    """A contender's overrides as config overrides: ``scheduler=...`` and ``scheduler.<key>=...``
+    go to the scheduler group, the rest under ``method.``."""
+    top = [o for o in overrides if o.split("=")[0].split(".")[0] == "scheduler"]
+    return [*top, *(f"method.{o}" for o in overrides if o not in top)]
+
+
 def method_setup(
     method: str, target: HFTarget, overrides: Sequence[str] = ()
 ) -> tuple[Drafter, Scheduler]:
@@ -151,10 +158,8 @@ def method_setup(
     """
     from racer_bench.runner import cost_profile, scheduler_settings
 
-    top = [o for o in overrides if o.split("=")[0].split(".")[0] == "scheduler"]
-    own = [f"method.{o}" for o in overrides if o not in top]
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        cfg = compose("config", [f"method={method}", *top, *own])
+        cfg = compose("config", [f"method={method}", *group_overrides(overrides)])
     drafter = instantiate(constructor_node(cfg.method))(vocab_size=target.vocab_size)
     settings = scheduler_settings(cfg)
     return drafter, settings.make(cost_profile(settings, cfg, target, drafter))

@@ -106,10 +106,10 @@ def forward_part(schedules: Sequence[str], tree: int, reps: int, threads: int) -
 def contender_overrides(spec: str) -> list[str]:
     """``racer@capacity=5+scheduler=confidence`` -> ``method=racer method.capacity=5
     scheduler=confidence``: ``scheduler`` keys go to the scheduler group, the rest to the method."""
+    from racer_bench.bench import group_overrides
+
     method, _, rest = spec.partition("@")
-    extra = [o for o in rest.split("+") if o]
-    top = [o for o in extra if o.split("=")[0].split(".")[0] == "scheduler"]
-    return [f"method={method}", *top, *(f"method.{o}" for o in extra if o not in top)]
+    return [f"method={method}", *group_overrides([o for o in rest.split("+") if o])]
 
 
 def cli_run(method: str, limit: int, threads: int, run_dir: Path, extra: Sequence[str]) -> dict:
