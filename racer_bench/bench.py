@@ -134,18 +134,25 @@ def hf_runner(target: HFTarget, max_new_tokens: int, **generate_kwargs: Any) -> 
 
 
 def method_drafter(method: str, vocab_size: int, overrides: Sequence[str] = ()) -> Drafter:
-    """A drafter from ``conf/method/<method>.yaml`` with Hydra overrides (``capacity=16``)."""
+    """A drafter from ``conf/method/<method>.yaml`` with Hydra overrides (``capacity=16``), at
+    the fixed scheduler's draft sizes."""
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        cfg = compose("config", [f"method={method}", *(f"method.{o}" for o in overrides)])
+        cfg = compose("config", [f"method={method}", *group_overrides(overrides)])
     check(cfg.method, None, "method.")  # one-line ConfigError for a bad value, before building
     return instantiate(constructor_node(cfg.method))(vocab_size=vocab_size)
 
 
 def group_overrides(overrides: Sequence[str]) -> list[str]:
     """A contender's overrides as config overrides: ``scheduler=...`` and ``scheduler.<key>=...``
-    go to the scheduler group, the rest under ``method.``."""
+    go to the scheduler group, the rest under ``method.``.
+
+    A contender that names no scheduler gets ``scheduler=fixed``, not the CLI's ``auto``: a bench
+    script's ``racer`` is the draft its YAML sizes, so the committed bench records (all made that
+    way) keep reproducing; ``racer@scheduler=auto`` is what the CLI runs by default.
+    """
     top = [o for o in overrides if o.split("=")[0].split(".")[0] == "scheduler"]
-    return [*top, *(f"method.{o}" for o in overrides if o not in top)]
+    group = [] if any(o.startswith("scheduler=") for o in top) else ["scheduler=fixed"]
+    return [*group, *top, *(f"method.{o}" for o in overrides if o not in top)]
 
 
 def method_setup(

@@ -203,6 +203,12 @@ def check_native(drafter: Drafter, cfg: DictConfig) -> None:
         raise ConfigError(f"method: vLLM's own proposer ({method}) runs only with backend=vllm")
 
 
+def scheduler_name(choice: str | None, scheduler: Any) -> str:
+    """The manifest's ``scheduler``: the YAML chosen, or for ``auto`` the scheduler it picked
+    (tables group runs by it; ``choices.scheduler`` keeps ``auto``)."""
+    return scheduler.name if choice in (None, "auto") else choice
+
+
 def scheduler_settings(cfg: DictConfig) -> SchedulerSettings:
     """The scheduler group's settings (fixed, sized by ``hardware``, for configs without one)."""
     return settings_of(cfg.get("scheduler"), cfg.get("hardware", "cpu"))
@@ -291,7 +297,7 @@ def run_manifest(setup: Setup, choices: dict[str, str]) -> dict[str, Any]:
             "persist_across_prompts": bool(
                 getattr(method.drafter, "persist_across_prompts", False)
             ),
-            "scheduler": choices.get("scheduler") or method.scheduler.name,
+            "scheduler": scheduler_name(choices.get("scheduler"), method.scheduler),
             "scheduler_persist_across_prompts": bool(method.scheduler.persist_across_prompts),
             "cost_profile": None
             if setup.profile is None

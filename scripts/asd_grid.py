@@ -10,6 +10,9 @@ strict, divergence, accuracy delta, answer agreement, target log-likelihood gap 
 divergence, with paired bootstrap CIs; docs/asd.md). ``python -m racer_bench
 sweep=asd_grid`` is the Hydra-multirun equivalent for a cluster (every job then pairs with its
 own strict run).
+
+Without a ``scheduler=`` override the grid runs at ``scheduler=fixed`` (the draft sizes the
+committed ASD records were made with), not the CLI's ``auto``.
 """
 
 from __future__ import annotations
@@ -43,7 +46,9 @@ def main() -> None:
     args = parser.parse_args()
     try:
         points = [parse_point(p) for p in args.points]
-        run_grid(args.overrides, points, args.out)
+        named = any(o.startswith("scheduler=") for o in args.overrides)
+        base = args.overrides if named else ["scheduler=fixed", *args.overrides]
+        run_grid(base, points, args.out)
     except ConfigError as error:
         print(f"error: {error}", file=sys.stderr)
         sys.exit(2)

@@ -105,7 +105,9 @@ def forward_part(schedules: Sequence[str], tree: int, reps: int, threads: int) -
 
 def contender_overrides(spec: str) -> list[str]:
     """``racer@capacity=5+scheduler=confidence`` -> ``method=racer method.capacity=5
-    scheduler=confidence``: ``scheduler`` keys go to the scheduler group, the rest to the method."""
+    scheduler=confidence``: ``scheduler`` keys go to the scheduler group, the rest to the method;
+    a contender naming no scheduler runs ``scheduler=fixed`` (``racer@scheduler=auto``: the CLI's
+    default)."""
     from racer_bench.bench import group_overrides
 
     method, _, rest = spec.partition("@")

@@ -99,6 +99,33 @@ class ConfidenceSettings(ConfidenceOptions):
         return ConfidenceScheduler(profile, self.options())
 
 
+ROUTING_KEYS = ("hardware", "backend")  # what AutoSettings picks by; no scheduler reads them
+
+
+@dataclass(frozen=True)
+class AutoSettings(ConfidenceSettings):
+    """``conf/scheduler/auto.yaml``, the default: :meth:`pick` gives the confidence settings for
+    our own loop on a CPU, where a draft's best size depends on the machine, and
+    :class:`FixedSettings` at the hardware's sizes on an accelerator or inside vLLM (which
+    verifies chains of its own length)."""
+
+    hardware: DraftSizing = "cpu"
+    backend: str = "native"
+
+    def pick(self) -> SchedulerSettings:
+        """The settings that run (:func:`settings_of` returns these, never an AutoSettings)."""
+        confidence = {f.name: getattr(self, f.name) for f in fields(ConfidenceSettings)}
+        if self.hardware == "cpu" and self.backend == "native":
+            return ConfidenceSettings(**confidence)
+        moved = [k for k, v in confidence.items() if getattr(ConfidenceSettings(), k) != v]
+        if moved:  # a confidence key changed where it would be ignored
+            where = f"hardware={self.hardware}, backend={self.backend}"
+            raise ConfigError(f"scheduler.{moved[0]}: read only where scheduler=auto picks the "
+                              f"confidence scheduler (CPU, backend=native); with {where} name "
+                              "scheduler=confidence")  # fmt: skip
+        return FixedSettings(draft_sizing=self.hardware)
+
+
 # Run configs saved before the settings objects named the scheduler classes themselves.
 LEGACY_TARGETS = {
     "racer_bench.engine.scheduler.FixedScheduler": FixedSettings,
@@ -133,6 +160,7 @@ def settings_of(node: Mapping[str, Any] | None, hardware: str = "cpu") -> Schedu
         kind = get_object(target)
     keys = {str(k): node[k] for k in node if str(k) not in RESERVED_KEYS}
     try:
-        return kind(**keys)
+        settings = kind(**keys)
     except TypeError as error:  # a key the settings do not declare
         raise ConfigError(f"scheduler: {error}") from None
+    return settings.pick() if isinstance(settings, AutoSettings) else settings

@@ -22,7 +22,11 @@ METHODS = sorted(
 
 
 def make_drafter(compose_cfg, method: str, target, hardware: str = "cpu", *overrides: str):
-    cfg = compose_cfg(f"method={method}", "model=tiny_random", f"hardware={hardware}", *overrides)
+    """The method's drafter at ``hardware``'s fixed sizes, unless ``overrides`` name a scheduler."""
+    named = any(o.startswith("scheduler=") for o in overrides)
+    fixed = () if named else ("scheduler=fixed",)
+    cfg = compose_cfg(f"method={method}", "model=tiny_random", f"hardware={hardware}", *fixed,
+                      *overrides)  # fmt: skip
     return instantiate(constructor_node(cfg.method))(vocab_size=target.vocab_size)
 
 

@@ -25,7 +25,8 @@ def test_by_hardware_picks_and_rejects():
 
 @pytest.mark.parametrize(("hardware", "capacity"), [("cpu", 15), ("gpu", 63)])
 def test_racer_capacity_follows_hardware(compose_cfg, hardware, capacity):
-    cfg = compose_cfg("method=racer", "model=tiny_random", f"hardware={hardware}")
+    cfg = compose_cfg("method=racer", "model=tiny_random", f"hardware={hardware}",
+                      "scheduler=fixed")  # fmt: skip
     assert cfg.method.capacity == capacity
     assert instantiate(constructor_node(cfg.method))(vocab_size=260).capacity == capacity
 
@@ -37,7 +38,10 @@ def test_hardware_follows_model_device(compose_cfg):
 @pytest.mark.parametrize(
     ("overrides", "racer", "logitspec"),
     [
-        ((), 15, 8),
+        ((), 63, 64),  # auto on a CPU: the confidence scheduler's candidates
+        (("scheduler=fixed",), 15, 8),
+        (("backend=vllm",), 15, 8),  # auto inside vLLM: fixed at the hardware's sizes
+        (("hardware=gpu",), 63, 64),  # auto on an accelerator: fixed at the papers' sizes
         (("scheduler=confidence",), 63, 64),  # generous candidates, cut per step
         (("scheduler=confidence", "scheduler.draft_sizing=cpu"), 15, 8),
         (("hardware=gpu", "scheduler=fixed"), 63, 64),

@@ -11,6 +11,8 @@ from omegaconf import OmegaConf
 from racer_bench.engine.cost import synthetic
 from racer_bench.engine.scheduler import ConfidenceOptions, ConfidenceScheduler
 from racer_bench.engine.scheduler_settings import (
+    ROUTING_KEYS,
+    AutoSettings,
     ConfidenceSettings,
     FixedSettings,
     SchedulerSettings,
@@ -49,12 +51,29 @@ def test_every_key_has_exactly_one_reader(compose_cfg, name):
     cfg = compose_cfg("model=tiny_random", f"scheduler={name}")
     node = OmegaConf.to_container(cfg.scheduler, resolve=True)
     before = answers(settings_of(node))
-    keys = [k for k in node if k not in RESERVED_KEYS]
+    keys = [k for k in node if k not in RESERVED_KEYS and k not in ROUTING_KEYS]
     assert keys, f"conf/scheduler/{name}.yaml sets no key"
     for key in keys:
         after = answers(settings_of({**node, key: changed(node[key])}))
         readers = [reader for reader in before if before[reader] != after[reader]]
         assert len(readers) == 1, f"scheduler.{key} ({name}) is read by {readers or 'nobody'}"
+
+
+@pytest.mark.parametrize(
+    ("overrides", "kind", "sizing"),
+    [((), ConfidenceSettings, "gpu"), (("hardware=gpu",), FixedSettings, "gpu"),
+     (("backend=vllm",), FixedSettings, "cpu"), (("scheduler=fixed",), FixedSettings, "cpu")],
+)  # fmt: skip
+def test_auto_is_confidence_only_on_a_cpu_with_our_loop(compose_cfg, overrides, kind, sizing):
+    cfg = compose_cfg("model=tiny_random", *overrides)
+    settings = settings_of(OmegaConf.to_container(cfg.scheduler, resolve=True))
+    assert type(settings) is kind and settings.draft_sizing == sizing
+
+
+def test_auto_refuses_a_confidence_key_it_would_ignore():
+    assert AutoSettings(hardware="gpu", prior_mean=0.5).pick() == FixedSettings("gpu")
+    with pytest.raises(ConfigError, match=r"scheduler\.prior_mean.*scheduler=confidence"):
+        AutoSettings(hardware="gpu", prior_mean=0.3).pick()
 
 
 def test_a_key_nobody_reads_is_refused():
