@@ -7,7 +7,6 @@ the order of contenders rotates with the prompt index.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,6 +25,7 @@ from racer_bench.engine.scheduler import Scheduler
 from racer_bench.engine.stopping import StopRule
 from racer_bench.engine.target import HFTarget
 from racer_bench.engine.verify import GreedyVerifier
+from racer_bench.hf_reference import hf_generate
 from racer_bench.schema import check
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -110,25 +110,10 @@ def loop_runner(
 
 def hf_runner(target: HFTarget, max_new_tokens: int, **generate_kwargs: Any) -> Runner:
     """transformers ``generate(do_sample=False, **generate_kwargs)``, timed the same way."""
-    model = target.model
-    eos = sorted(target.eos_ids)
 
     def run(ids: list[int]) -> tuple[list[int], float, list[Any]]:
-        input_ids = torch.tensor([ids], device=target.device)
-        target.synchronize()
-        start = time.perf_counter()
-        with torch.inference_mode():
-            out = model.generate(
-                input_ids,
-                attention_mask=torch.ones_like(input_ids),
-                max_new_tokens=max_new_tokens,
-                do_sample=False,
-                eos_token_id=eos,
-                pad_token_id=eos[0],
-                **generate_kwargs,
-            )
-        target.synchronize()
-        return out[0, len(ids) :].tolist(), time.perf_counter() - start, []
+        tokens, seconds = hf_generate(target, ids, max_new_tokens, **generate_kwargs)
+        return tokens, seconds, []
 
     return run
 

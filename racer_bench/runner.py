@@ -32,6 +32,7 @@ from racer_bench.engine.stopping import StopRule
 from racer_bench.engine.target import Engine, HFTarget
 from racer_bench.engine.verify import GreedyVerifier, Verifier
 from racer_bench.errors import ConfigError, RunStopped, find_config_error
+from racer_bench.hf_reference import REFERENCE, reference_turns
 from racer_bench.paired import compare_with_strict
 from racer_bench.schema import Instantiable, NonNegativeInt, PositiveInt, Seed, check
 from racer_bench.tasks.base import Prompt, Task
@@ -65,6 +66,8 @@ class Setup:
     engine_choice: dict[str, Any] = field(default_factory=dict)  # requested, chosen, why
     # measured curves per torch thread count, once the governor changed the threads
     profiles: dict[int, CostProfile] = field(default_factory=dict)
+    # reference=generate: the eager target transformers' generate() is timed on (else None)
+    reference: HFTarget | None = None
 
 
 @dataclass
@@ -88,6 +91,7 @@ class RunConfig:
     max_new_tokens: PositiveInt = 256
     warmup_prompts: NonNegativeInt = 1
     baseline: Literal["same_run", "none"] = "same_run"
+    reference: Literal["none", "generate"] = "none"
     resume: str | None = None
     max_draft: NonNegativeInt = 256
     num_threads: PositiveInt | None = None
@@ -174,7 +178,17 @@ def build(cfg: DictConfig) -> Setup:
     gc.collect()
     gc.freeze()  # model objects never die: keep full collections from pausing decode steps
     options = LoopOptions(max_draft=cfg.max_draft)
-    return Setup(cfg, target, task, modes, options, max_new, profile, engine_choice)
+    reference = reference_target(cfg, target)
+    return Setup(cfg, target, task, modes, options, max_new, profile, engine_choice,
+                 reference=reference)  # fmt: skip
+
+
+def reference_target(cfg: DictConfig, target: HFTarget) -> HFTarget | None:
+    """The target ``generate()`` runs on with ``reference=generate``: the run's own when it
+    runs the eager engine, else a second copy as transformers ships it (None without one)."""
+    if cfg.get("reference", "none") != "generate":
+        return None
+    return target if target.engine == "eager" else construct(cfg.model, "model")
 
 
 def choose_engine(cfg: DictConfig, target: HFTarget) -> tuple[HFTarget, dict[str, Any]]:
@@ -243,6 +257,21 @@ def generate_turns(setup: Setup, mode: Mode, prompt: Prompt, seed: int) -> list[
     return out
 
 
+def contenders(
+    setup: Setup, index: int
+) -> list[tuple[str, Callable[[Prompt], list[dict[str, Any]]]]]:
+    """Record key and turn generator of every mode (and of ``generate()`` with a reference),
+    in the order prompt ``index`` runs them: reversed on odd prompts, so drift hits all alike."""
+    seed = setup.cfg.seed + index
+    out: list[tuple[str, Callable[[Prompt], list[dict[str, Any]]]]] = [
+        (m.name, lambda p, m=m: generate_turns(setup, m, p, seed)) for m in setup.modes
+    ]
+    if setup.reference is not None:
+        ref = setup.reference
+        out.append((REFERENCE, lambda p: reference_turns(ref, setup.task, p, setup.max_new_tokens)))
+    return out if index % 2 == 0 else out[::-1]
+
+
 def run_prompt(setup: Setup, prompt: Prompt, index: int) -> dict[str, Any]:
     """Every mode on one prompt, back to back; the order alternates with the prompt index.
 
@@ -250,9 +279,8 @@ def run_prompt(setup: Setup, prompt: Prompt, index: int) -> dict[str, Any]:
     log-probability follow (:mod:`racer_bench.paired`), after all timed decoding.
     """
     record: dict[str, Any] = {"id": prompt.id, "category": prompt.category, "index": index}
-    modes = setup.modes if index % 2 == 0 else setup.modes[::-1]
-    for mode in modes:
-        record[mode.name] = {"turns": generate_turns(setup, mode, prompt, setup.cfg.seed + index)}
+    for name, turns_of in contenders(setup, index):
+        record[name] = {"turns": turns_of(prompt)}
     for mode in setup.modes:
         texts = [t["text"] for t in record[mode.name]["turns"]]
         key = "score" if mode.name == "method" else f"{mode.name}_score"
@@ -489,11 +517,12 @@ def safe_run_prompt(setup: Setup, prompt: Prompt, index: int) -> dict[str, Any]:
 
 
 def decode_steps(record: dict[str, Any]) -> int:
-    """Decode steps of every mode of one prompt record (0 for a failed prompt)."""
+    """Decode steps of every mode of one prompt record (0 for a failed prompt); ``generate()``
+    (the reference) keeps no steps."""
     return sum(
         len(turn["steps"]["n_draft"])
-        for mode in record.values()
-        if isinstance(mode, dict) and "turns" in mode
+        for name, mode in record.items()
+        if name != REFERENCE and isinstance(mode, dict) and "turns" in mode
         for turn in mode["turns"]
     )
 

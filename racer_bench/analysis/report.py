@@ -24,13 +24,25 @@ def fmt(value: Any, pattern: str) -> str:
     return pattern.format(value)
 
 
+# transformers generate() on the same prompts, shown where the run measured it (reference=generate)
+REFERENCE_COLUMN = ("reference_tokens_per_s", "generate() tok/s", "{:.2f}")
+
+
+def headline(summary: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """The table's columns: :data:`HEADLINE`, with generate()'s tok/s where it was measured."""
+    if REFERENCE_COLUMN[0] not in summary:
+        return HEADLINE
+    return [*HEADLINE[:3], REFERENCE_COLUMN, *HEADLINE[3:]]
+
+
 def summary_table(summary: dict[str, Any]) -> Table:
     """One row overall, then one row per category when the task has several."""
     table = Table(
         title=f"{summary.get('n_prompts', 0)} prompts ({summary.get('n_failed', 0)} failed)"
     )
     table.add_column("")
-    for _, label, _ in HEADLINE:
+    columns = headline(summary)
+    for _, label, _ in columns:
         table.add_column(label, justify="right")
     table.add_column("identical", justify="right")
     scores = [summary["metric"]] if summary.get("metric") in summary else []
@@ -38,7 +50,7 @@ def summary_table(summary: dict[str, Any]) -> Table:
         table.add_column(s, justify="right")
     rows = [("overall", summary), *summary.get("per_category", {}).items()]
     for name, block in rows:
-        cells = [fmt(block.get(key), pattern) for key, _, pattern in HEADLINE]
+        cells = [fmt(block.get(key), pattern) for key, _, pattern in columns]
         n = block.get("n_prompts", 0)
         identical = block.get("identical")
         cells.append("-" if identical is None else f"{round(identical * n)}/{n}")
@@ -53,6 +65,11 @@ def setting_lines(summary: dict[str, Any]) -> list[str]:
     label = (summary.get("hardware") or {}).get("label")
     if label:
         lines.append(f"measured on: {label} (hardware id {summary['hardware'].get('id')})")
+    if "reference_identical" in summary:
+        n = summary.get("n_prompts", 0)
+        same = round(summary["reference_identical"] * n)
+        lines.append(f"generate(): transformers' greedy loop, eager engine, same prompts; "
+                     f"output equal to our AR loop's on {same}/{n}")  # fmt: skip
     if summary.get("load_warning"):
         lines.append(f"WARNING: {summary['load_warning']}")
     return lines

@@ -37,6 +37,18 @@ def speed_block(records: Sequence[Record], has_baseline: bool) -> dict[str, Any]
             "speedup_mean_per_prompt": float(np.mean(M.per_prompt_speedups(records))),
             "identical": M.identical_rate(records),
         }
+    return out | reference_block(records)
+
+
+def reference_block(records: Sequence[Record]) -> dict[str, Any]:
+    """transformers ``generate()`` on the same prompts (``reference=generate``; else empty):
+    its tok/s and how often its output equals our AR loop's."""
+    timed = [r for r in records if M.turns(r, "reference")]
+    if not timed:
+        return {}
+    out = {"reference_tokens_per_s": M.tokens_per_s(timed, "reference")}
+    if any(M.turns(r, "baseline") for r in timed):
+        out["reference_identical"] = M.identical_rate(timed, "reference", "baseline")
     return out
 
 

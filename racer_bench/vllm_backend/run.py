@@ -359,6 +359,9 @@ def validate_choices(cfg: DictConfig, choices: dict[str, str]) -> None:
         raise ConfigError("resume: not supported with backend=vllm; start a new run")
     if choices.get("verifier", "greedy") != "greedy":
         raise ConfigError(f"verifier={choices['verifier']}: backend=vllm runs greedy only")
+    if cfg.get("reference", "none") != "none":
+        raise ConfigError(f"reference={cfg.reference}: runs beside our own loop only "
+                          "(backend=native); vLLM's baseline is its own AR")  # fmt: skip
 
 
 def run_in(cfg: DictConfig, run_dir: Path, choices: dict[str, str]) -> dict[str, Any]:

@@ -94,6 +94,32 @@ def test_run_records_where_and_under_what_load_it_was_measured(compose_cfg, tmp_
     assert summary["load_warning"] == load["warning"]
 
 
+@pytest.mark.parametrize("engine", ["eager", "fast"])
+def test_reference_generate_runs_transformers_generate_on_the_same_prompts(
+    compose_cfg, tmp_path, engine
+):
+    cfg = compose_cfg(*SMOKE, "method=pld", "task.limit=4", f"engine={engine}",
+                      "reference=generate")  # fmt: skip
+    summary = run(cfg, tmp_path, {"method": "pld"})
+    records = load_prompts(tmp_path)
+    turns = [r["reference"]["turns"] for r in records]
+    assert [len(t) for t in turns] == [len(r["baseline"]["turns"]) for r in records]
+    assert all(t["wall_time"] > 0 and 0 < len(t["tokens"]) <= 16 for ts in turns for t in ts)
+    # generate() on the untouched model equals our AR loop token for token, on either engine
+    assert summary["reference_identical"] == 1.0 and summary["reference_tokens_per_s"] > 0
+    assert load_prompts(tmp_path)[0]["method"]["turns"][0]["steps"]["n_draft"]
+    assert summary["load"]["steps"] == sum(
+        len(t["steps"]["n_draft"]) for r in records for m in ("baseline", "method")
+        for t in r[m]["turns"]
+    )  # fmt: skip
+
+
+def test_without_reference_nothing_runs_generate(compose_cfg, tmp_path):
+    summary = run(compose_cfg(*SMOKE, "method=pld", "task.limit=1"), tmp_path, {"method": "pld"})
+    assert "reference" not in load_prompts(tmp_path)[0]
+    assert "reference_tokens_per_s" not in summary
+
+
 def test_engine_auto_measures_both_engines_and_records_the_choice(compose_cfg, tmp_path):
     cache = tmp_path / "cache"
     cfg = compose_cfg(*SMOKE, "method=pld", "task.limit=1", "engine=auto",

@@ -1,0 +1,76 @@
+"""transformers ``generate()`` timed on the run's own prompts: the outside reference for our loop.
+
+``reference=generate`` adds it to every prompt of a run, beside the AR baseline and the method
+(the order rotates with them), so the summary can say how our AR loop and the method compare
+with the library everyone else measures against. It always runs on the eager engine (the
+model as transformers ships it): the fast engine replaces the model's linear layers, so a run
+whose loop chose the fast engine loads a second, untouched copy.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from racer_bench.engine.stopping import StopRule
+from racer_bench.engine.target import HFTarget
+from racer_bench.tasks.base import Prompt, Task
+
+REFERENCE = "reference"  # the record's key, beside "baseline" and "method"
+REFERENCES = ("none", "generate")
+
+
+def hf_generate(
+    target: HFTarget,
+    ids: list[int],
+    max_new_tokens: int,
+    stop_strings: Sequence[str] = (),
+    **generate_kwargs: Any,
+) -> tuple[list[int], float]:
+    """Greedy ``model.generate`` on one prompt: (new token ids, seconds incl. prefill).
+
+    ``stop_strings`` end the generation after the token that completes one, as our
+    :class:`~racer_bench.engine.stopping.StopRule` does, so both generate the same tokens.
+    """
+    input_ids = torch.tensor([ids], device=target.device)
+    eos = sorted(target.eos_ids)
+    if stop_strings:
+        generate_kwargs |= {"stop_strings": list(stop_strings), "tokenizer": target.tokenizer}
+    target.synchronize()
+    start = time.perf_counter()
+    with torch.inference_mode():
+        out = target.model.generate(
+            input_ids,
+            attention_mask=torch.ones_like(input_ids),
+            max_new_tokens=max_new_tokens,
+            do_sample=False,
+            eos_token_id=eos,
+            pad_token_id=eos[0],
+            **generate_kwargs,
+        )
+    target.synchronize()
+    return out[0, len(ids) :].tolist(), time.perf_counter() - start
+
+
+def reference_turns(
+    target: HFTarget, task: Task, prompt: Prompt, max_new_tokens: int
+) -> list[dict[str, Any]]:
+    """Every turn of one prompt through ``generate()``; later turns see its own answers.
+
+    A turn is ``{"tokens", "text", "wall_time", "stop_reason"}``: generate() does not split
+    prefill from decode, so the record keeps one time (read by ``metrics.wall_time``).
+    """
+    history: list[str] = []
+    out = []
+    for turn in range(len(prompt.turns)):
+        ids = task.render(prompt, turn, history, target.tokenizer)
+        tokens, seconds = hf_generate(target, ids, max_new_tokens, task.stop_strings)
+        stop = StopRule(target.eos_ids, max_new_tokens, task.stop_strings)
+        text = stop.clean_text(target.tokenizer.decode(tokens, skip_special_tokens=True))
+        history.append(text)
+        out.append({"tokens": tokens, "text": text, "wall_time": seconds,
+                    "stop_reason": "generate"})  # fmt: skip
+    return out
