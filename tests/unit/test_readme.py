@@ -17,6 +17,7 @@ def test_the_main_command_runs_racer_on_humaneval_with_a_limit(compose_cfg) -> N
     assert overrides[:2] == ["method=racer", "task=humaneval"]
     limit = [o for o in overrides if o.startswith("task.limit=")]
     assert limit and 1 <= int(limit[0].split("=")[1]) <= 20  # about 3 minutes on 2 cores
+    assert "reference=generate" in overrides  # the table shows generate()'s tok/s beside ours
     cfg = compose_cfg(*overrides)
     validate(cfg)
     assert cfg.method._target_.endswith("RacerDrafter")
