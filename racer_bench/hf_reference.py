@@ -20,7 +20,6 @@ from racer_bench.engine.target import HFTarget
 from racer_bench.tasks.base import Prompt, Task
 
 REFERENCE = "reference"  # the record's key, beside "baseline" and "method"
-REFERENCES = ("none", "generate")
 
 
 def hf_generate(
@@ -63,12 +62,12 @@ def reference_turns(
     A turn is ``{"tokens", "text", "wall_time", "stop_reason"}``: generate() does not split
     prefill from decode, so the record keeps one time (read by ``metrics.wall_time``).
     """
+    stop = StopRule(target.eos_ids, max_new_tokens, task.stop_strings)  # for its text cut
     history: list[str] = []
     out = []
     for turn in range(len(prompt.turns)):
         ids = task.render(prompt, turn, history, target.tokenizer)
         tokens, seconds = hf_generate(target, ids, max_new_tokens, task.stop_strings)
-        stop = StopRule(target.eos_ids, max_new_tokens, task.stop_strings)
         text = stop.clean_text(target.tokenizer.decode(tokens, skip_special_tokens=True))
         history.append(text)
         out.append({"tokens": tokens, "text": text, "wall_time": seconds,

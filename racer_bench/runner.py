@@ -175,10 +175,10 @@ def build(cfg: DictConfig) -> Setup:
         strict_drafter = construct(cfg.method, "method", vocab_size=target.vocab_size)
         modes.append(Mode("strict", strict_drafter, GreedyVerifier(), settings.make(profile)))
     max_new = task.max_new_tokens or cfg.max_new_tokens
+    reference = reference_target(cfg, target)
     gc.collect()
     gc.freeze()  # model objects never die: keep full collections from pausing decode steps
     options = LoopOptions(max_draft=cfg.max_draft)
-    reference = reference_target(cfg, target)
     return Setup(cfg, target, task, modes, options, max_new, profile, engine_choice,
                  reference=reference)  # fmt: skip
 

@@ -107,7 +107,7 @@ def test_reference_generate_runs_transformers_generate_on_the_same_prompts(
     assert all(t["wall_time"] > 0 and 0 < len(t["tokens"]) <= 16 for ts in turns for t in ts)
     # generate() on the untouched model equals our AR loop token for token, on either engine
     assert summary["reference_identical"] == 1.0 and summary["reference_tokens_per_s"] > 0
-    assert load_prompts(tmp_path)[0]["method"]["turns"][0]["steps"]["n_draft"]
+    assert records[0]["method"]["turns"][0]["steps"]["n_draft"]
     assert summary["load"]["steps"] == sum(
         len(t["steps"]["n_draft"]) for r in records for m in ("baseline", "method")
         for t in r[m]["turns"]

@@ -1,4 +1,5 @@
-"""The printed run table: generate()'s tok/s appears exactly where the run measured it."""
+"""``reference=generate`` outside a run: its summary block, the printed table (generate()'s
+tok/s appears exactly where the run measured it) and the vLLM backend's refusal."""
 
 from __future__ import annotations
 
