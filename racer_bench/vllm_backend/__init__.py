@@ -9,5 +9,6 @@ the pure parts (chain projection, per-request drafter state) are tested without 
 * :mod:`.proposer` -- the ``custom_class`` proposer vLLM constructs in its worker.
 * :mod:`.plugin` -- a vLLM general plugin that hands the proposer the request ids and the
   target's top-k at the verified positions (vLLM's ``custom_class`` call passes neither).
+* :mod:`.compat` -- the vLLM versions the plugin supports, checked before it patches vLLM.
 * :mod:`.run` -- builds ``vllm.LLM`` engines and runs a task at each batch size.
 """

@@ -11,6 +11,7 @@ shape (:mod:`.records`), so the same metrics, summaries and tables serve both ba
 from __future__ import annotations
 
 import json
+import logging
 import os
 import sys
 import time
@@ -29,10 +30,14 @@ from racer_bench.engine.drafter import Drafter
 from racer_bench.errors import ConfigError
 from racer_bench.tasks.base import Prompt, Task
 from racer_bench.vllm_backend import records as V
+from racer_bench.vllm_backend.compat import INSTALL_HINT, SUPPORTED_VLLM, is_supported
 from racer_bench.vllm_backend.peers import VllmBuiltin
+from racer_bench.vllm_backend.plugin import check_installed
 from racer_bench.vllm_backend.proposer import CLASS_PATH, SPEC_ENV
 
 STEP_LOG = "proposer_steps.jsonl"
+
+log = logging.getLogger(__name__)
 
 
 def iomp_library() -> Path | None:
@@ -342,6 +347,7 @@ def warm_up(engines: Engines, target: Any, n: int) -> None:
 def run(cfg: DictConfig, run_dir: Path, choices: dict[str, str]) -> dict[str, Any]:
     """One vLLM-backend run into ``run_dir``; returns the summary."""
     validate_choices(cfg, choices)
+    check_vllm()
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     with runlock.hold(run_dir):
@@ -362,6 +368,20 @@ def validate_choices(cfg: DictConfig, choices: dict[str, str]) -> None:
     if cfg.get("reference", "none") != "none":
         raise ConfigError(f"reference={cfg.reference}: runs beside our own loop only "
                           "(backend=native); vLLM's baseline is its own AR")  # fmt: skip
+
+
+def check_vllm() -> None:
+    """Stop in one line unless the installed vLLM is one the plugin supports (:mod:`.compat`).
+
+    Runs before any engine starts; under the escape hatch it logs the warning instead.
+    """
+    try:
+        warning = check_installed()
+    except ImportError as error:
+        raise ConfigError(f"backend=vllm: vLLM does not import ({error}); install it with "
+                          f"{INSTALL_HINT}") from error  # fmt: skip
+    if warning is not None:
+        log.warning(warning)
 
 
 def run_in(cfg: DictConfig, run_dir: Path, choices: dict[str, str]) -> dict[str, Any]:
@@ -423,6 +443,8 @@ def manifest(
             "max_new_tokens": max_new,
             "persist_across_prompts": bool(getattr(method, "persist_across_prompts", False)),
             "backend": {"name": "vllm", "vllm_version": vllm.__version__,
+                        "vllm_supported": SUPPORTED_VLLM,
+                        "vllm_version_supported": is_supported(vllm.__version__),
                         "model_path": Path(engines.model_path).name,
                         "speculative_config": engines.speculative,
                         "engine_env": engines.recorded_env(), "inside_vllm": receives,
