@@ -18,7 +18,15 @@ Tables, each built only when the folder holds runs for it:
 
 Papers' reported numbers (``racer_bench.analysis.paper_numbers``) sit in separate, labelled columns
 unless ``--no-paper`` is given. Runs are loaded with ``racer_bench.analysis.frames`` (the newest run
-per method variant and task is kept); runs of different models, dtypes or hardware are refused.
+per method variant, scheduler and task is kept); runs of different models, dtypes or hardware are
+refused.
+
+Schedulers: the main, speed, per-category and LogitSpec tables take runs of any scheduler
+(``scheduler=auto`` is recorded as the scheduler it picked, e.g. ``confidence`` on a CPU) and
+name it: a ``scheduler`` column in the row tables, ``PLD (fixed)`` in the per-category table's
+header. Each (method, scheduler) pair is its own row (column), so two runs of the same method
+and task that differ only in scheduler are both shown, never one dropped for the other; notes
+that rank methods compare them within one scheduler.
 """
 
 from __future__ import annotations
@@ -99,8 +107,12 @@ def reported(numbers: dict[str, PN.Reported] | None) -> str:
 
 
 def row_name(row: pd.Series) -> str:
-    """``RACER [lru=false] / Spec-Bench``: how a note names the run behind a table row."""
+    """``RACER [lru=false] / Spec-Bench``: how a note names the run behind a table row (a
+    scheduler other than the fixed one in brackets: ``RACER (confidence) / HumanEval``)."""
     method = names.method_name(row["method"])
+    scheduler = row.get("scheduler")
+    if isinstance(scheduler, str) and scheduler != "fixed":
+        method += f" ({scheduler})"
     variant = f" [{row['variant']}]" if row.get("variant") else ""
     return f"{method}{variant} / {names.task_name(row['task'])}"
 
@@ -216,13 +228,31 @@ def reported_values(numbers: dict[str, dict[str, PN.Reported]], key: str) -> dic
 
 
 def lossless_defaults(runs_df: pd.DataFrame) -> pd.DataFrame:
-    """Runs of each method with its YAML defaults, a lossless verifier and the fixed scheduler."""
+    """Runs of each method with its YAML defaults and a lossless verifier, under any scheduler
+    (its ``scheduler`` column; frames without one count as ``fixed``)."""
     if runs_df.empty:
         return runs_df
+    if "scheduler" not in runs_df:
+        runs_df = runs_df.assign(scheduler="fixed")
     keep = (runs_df["variant"] == "") & runs_df["lossless"].astype(bool)
-    if "scheduler" in runs_df:
-        keep &= runs_df["scheduler"] == "fixed"
     return runs_df[keep & (runs_df["method"] != "ar")]
+
+
+def entries(df: pd.DataFrame) -> list[tuple[str, str]]:
+    """The (method, scheduler) pairs of a runs frame, one table row (or column) each: methods
+    in display order, each method's schedulers in the order they appear."""
+    methods = list(dict.fromkeys(df["method"]))
+    pairs = dict.fromkeys(zip(df["method"], df["scheduler"], strict=True))
+    return sorted(pairs, key=lambda pair: methods.index(pair[0]))
+
+
+def scheduler_groups(df: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
+    """``(suffix, runs)`` per scheduler of ``df``, for notes that compare methods within one
+    scheduler; the suffix (`` (confidence scheduler)``) is empty when there is one scheduler."""
+    groups = list(df.groupby("scheduler", sort=False)) if "scheduler" in df else []
+    if len(groups) < 2:
+        return [("", df)]
+    return [(f" ({scheduler} scheduler)", runs) for scheduler, runs in groups]
 
 
 def lookup(df: pd.DataFrame, **where: str) -> pd.Series | None:
@@ -241,24 +271,26 @@ def main_table(runs_df: pd.DataFrame, cats_df: pd.DataFrame, paper: bool) -> Tab
     cats = cats_df[cats_df["label"].isin(df["label"]) & (cats_df["task"] == "spec_bench")]
     groups = [g for g in SPEC_BENCH_GROUPS if g in set(cats["category"])]
     tasks = [t for t in dict.fromkeys(df["task"]) if t != "spec_bench"]
-    header = ["method", *[g.replace("_", " ") for g in groups]]
+    header = ["method", "scheduler", *[g.replace("_", " ") for g in groups]]
     header += ["Spec-Bench overall"] if "spec_bench" in set(df["task"]) else []
     header += [names.task_name(t) for t in tasks]
     sources = ["racer", "spec_bench"] if paper else []
     header += [f"{PN.column(s)}: Spec-Bench overall" for s in sources]
     rows = []
-    for method in dict.fromkeys(df["method"]):
-        label = names.method_name(method)
-        cells = [speed_cell(lookup(cats, method=method, category=g)) for g in groups]
+    for method, scheduler in entries(df):
+        where = {"method": method, "scheduler": scheduler}
+        cells = [speed_cell(lookup(cats, category=g, **where)) for g in groups]
         if "spec_bench" in set(df["task"]):
-            cells.append(speed_cell(lookup(df, method=method, task="spec_bench")))
-        cells += [speed_cell(lookup(df, method=method, task=t)) for t in tasks]
+            cells.append(speed_cell(lookup(df, task="spec_bench", **where)))
+        cells += [speed_cell(lookup(df, task=t, **where)) for t in tasks]
         tables = {"racer": RACER_SPEC_BENCH, "spec_bench": SPEC_BENCH_LEADERBOARD}
         cells += [reported(tables[s].get(method)) for s in sources]
-        rows.append([label, *cells])
+        rows.append([names.method_name(method), scheduler, *cells])
     notes = [
         "Cells: speedup over AR (×) and, in brackets, MAT. multi turn = the 8 MT-Bench "
-        "categories of Spec-Bench (2 turns each).",
+        "categories of Spec-Bench (2 turns each). Scheduler: the draft-size scheduler the run "
+        "used (scheduler=auto is shown as the one it picked); a method run under several has a "
+        "row per scheduler.",
         *context_notes(df),
     ]
     if paper and "spec_bench" in set(df["task"]):
@@ -292,17 +324,18 @@ def speed_table(runs_df: pd.DataFrame) -> Table | None:
     df = lossless_defaults(runs_df)
     if df.empty or "baseline_tokens_per_s" not in df or df["speedup"].isna().all():
         return None
-    header = ["method", "task", "prompts", "AR tok/s", "method tok/s", "speedup [95 % CI]",
-              "MAT", "identical", "measured on"]  # fmt: skip
+    header = ["method", "scheduler", "task", "prompts", "AR tok/s", "method tok/s",
+              "speedup [95 % CI]", "MAT", "identical", "measured on"]  # fmt: skip
     rows = []
-    for method in dict.fromkeys(df["method"]):
+    for method, scheduler in entries(df):
         for task in dict.fromkeys(df["task"]):
-            row = lookup(df, method=method, task=task)
+            row = lookup(df, method=method, scheduler=scheduler, task=task)
             if row is None:
                 continue
             identical = row.get("identical")
             rows.append([
-                names.method_name(method), names.task_name(task), str(int(row["n_prompts"])),
+                names.method_name(method), scheduler, names.task_name(task),
+                str(int(row["n_prompts"])),
                 num(row.get("baseline_tokens_per_s"), "{:.1f}"),
                 num(row.get("tokens_per_s"), "{:.1f}"),
                 speed_cell(row, interval=True).rsplit(" (", 1)[0],
@@ -335,10 +368,10 @@ MAIN_WHY = (
 
 def main_ordering_notes(df: pd.DataFrame) -> list[str]:
     """How our Spec-Bench overall ranking compares with each paper's, and why it may differ."""
-    ours = spec_bench_speedups(df)
-    what = "Spec-Bench overall speedup"
     notes = [
-        ordering_note(what, ours, reported_values(numbers, "speedup"), source, "{:.2f}×")
+        ordering_note(f"Spec-Bench overall speedup{suffix}", spec_bench_speedups(runs),
+                      reported_values(numbers, "speedup"), source, "{:.2f}×")
+        for suffix, runs in scheduler_groups(df)
         for source, numbers in (("racer", RACER_SPEC_BENCH),
                                 ("spec_bench", SPEC_BENCH_LEADERBOARD))
     ]  # fmt: skip
@@ -374,28 +407,38 @@ def duel_cell(row: pd.Series) -> str:
     return f"{row['speedup']:.2f}×" + (f" ({', '.join(extra)})" if extra else "")
 
 
-def head_to_head_notes(cats: pd.DataFrame, categories: Sequence[str]) -> list[str]:
-    """Per pair of ``HEAD_TO_HEAD`` present: in which categories each is faster, and why."""
-    notes = []
-    for first, second, why in HEAD_TO_HEAD:
-        wins: dict[str, list[str]] = {first: [], second: []}
-        for category in categories:
-            rows = cats[cats["category"] == category]
-            a, b = lookup(rows, method=first), lookup(rows, method=second)
-            if a is None or b is None:
-                continue
-            winner = first if a["speedup"] >= b["speedup"] else second
-            wins[winner].append(f"{category.replace('_', ' ')} {duel_cell(a)} vs {duel_cell(b)}")
-        if not wins[first] and not wins[second]:
+def duel_note(
+    cats: pd.DataFrame, categories: Sequence[str], pair: tuple[str, str, str], suffix: str = ""
+) -> str | None:
+    """In which categories each method of a ``HEAD_TO_HEAD`` pair is faster, and why (None when
+    no category has both); ``suffix`` names the scheduler the runs share."""
+    first, second, why = pair
+    wins: dict[str, list[str]] = {first: [], second: []}
+    for category in categories:
+        rows = cats[cats["category"] == category]
+        a, b = lookup(rows, method=first), lookup(rows, method=second)
+        if a is None or b is None:
             continue
-        a_name, b_name = names.method_name(first), names.method_name(second)
-        total = len(wins[first]) + len(wins[second])
-        parts = [f"{name} faster in {len(wins[m])} of {total} ({'; '.join(wins[m]) or DASH})"
-                 for m, name in ((first, a_name), (second, b_name))]  # fmt: skip
-        notes.append(f"{a_name} vs {b_name} per category ({a_name} first; nodes = mean draft "
-                     "nodes verified per step): "
-                     f"{', '.join(parts)}. {why}")  # fmt: skip
-    return notes
+        winner = first if a["speedup"] >= b["speedup"] else second
+        wins[winner].append(f"{category.replace('_', ' ')} {duel_cell(a)} vs {duel_cell(b)}")
+    if not wins[first] and not wins[second]:
+        return None
+    a_name, b_name = names.method_name(first), names.method_name(second)
+    total = len(wins[first]) + len(wins[second])
+    parts = [f"{name} faster in {len(wins[m])} of {total} ({'; '.join(wins[m]) or DASH})"
+             for m, name in ((first, a_name), (second, b_name))]  # fmt: skip
+    return (f"{a_name} vs {b_name} per category{suffix} ({a_name} first; nodes = mean draft "
+            f"nodes verified per step): {', '.join(parts)}. {why}")  # fmt: skip
+
+
+def head_to_head_notes(cats: pd.DataFrame, categories: Sequence[str]) -> list[str]:
+    """A :func:`duel_note` per pair of ``HEAD_TO_HEAD`` present, within each scheduler."""
+    notes = [
+        duel_note(runs, categories, pair, suffix)
+        for pair in HEAD_TO_HEAD
+        for suffix, runs in scheduler_groups(cats)
+    ]
+    return [note for note in notes if note]
 
 
 def spec_bench_categories_table(runs_df: pd.DataFrame, raw_df: pd.DataFrame) -> Table | None:
@@ -410,19 +453,20 @@ def spec_bench_categories_table(runs_df: pd.DataFrame, raw_df: pd.DataFrame) -> 
     order = [*MT_BENCH_CATEGORIES, *SINGLE_TURN_CATEGORIES]
     present = set(cats["category"])
     categories = [c for c in order if c in present] + sorted(present - set(order))
-    methods = list(dict.fromkeys(cats["method"]))
-    header = ["category", "prompts", *[names.method_name(m) for m in methods]]
+    columns = entries(cats)
+    header = ["category", "prompts", *[f"{names.method_name(m)} ({s})" for m, s in columns]]
     rows = []
     for category in [*categories, None]:
         where = cats[cats["category"] == category] if category else df
         n = int(where["n_prompts"].max())
         name = category.replace("_", " ") if category else "all"
-        rows.append(
-            [name, str(n), *[speed_cell(lookup(where, method=m), interval=True) for m in methods]]
-        )
+        cells = [speed_cell(lookup(where, method=m, scheduler=s), interval=True)
+                 for m, s in columns]  # fmt: skip
+        rows.append([name, str(n), *cells])
     notes = [
         "Cells: speedup over AR (×), its 95 % bootstrap interval over the category's prompts in "
-        "square brackets, and MAT in brackets. The first 8 rows are MT-Bench (2 turns each).",
+        "square brackets, and MAT in brackets. The first 8 rows are MT-Bench (2 turns each). "
+        "Columns: method (scheduler).",
         *head_to_head_notes(cats, categories),
         *context_notes(df),
     ]
@@ -490,11 +534,14 @@ def ablation_ordering_notes(df: pd.DataFrame, present: list[tuple[str, str]]) ->
     return [note, ABLATION_WHY] if note else []
 
 
-def retrieval_cells(df: pd.DataFrame, method: str, tasks: list[str], paper: bool) -> list[str]:
-    """One method's row of the LogitSpec table."""
-    cells = [names.method_name(method)]
+def retrieval_cells(
+    df: pd.DataFrame, entry: tuple[str, str], tasks: list[str], paper: bool
+) -> list[str]:
+    """One (method, scheduler) row of the LogitSpec table."""
+    method, scheduler = entry
+    cells = [names.method_name(method), scheduler]
     for task in tasks:
-        row = lookup(df, method=method, task=task)
+        row = lookup(df, method=method, scheduler=scheduler, task=task)
         values = [None if row is None else row.get(k) for k in
                   ("speedup", "mat", "retrieval_hit_rate")]  # fmt: skip
         cells += [num(v, f) for v, f in zip(values, ("{:.2f}×", "{:.2f}", "{:.0%}"), strict=True)]
@@ -519,20 +566,25 @@ def logitspec_table(runs_df: pd.DataFrame, paper: bool) -> Table | None:
     with_retrieval = df.groupby("method")["retrieval_hit_rate"].max().fillna(0) > 0
     df = df[df["method"].isin(with_retrieval[with_retrieval].index)]
     tasks = list(dict.fromkeys(df["task"]))
-    header = ["method"]
+    header = ["method", "scheduler"]
     for task in tasks:
         name = names.task_name(task)
         header += [f"{name}: speedup", f"{name}: MAT", f"{name}: retrieval success"]
     header += [PN.column("logitspec"), f"{PN.column('racer')}: Spec-Bench"] if paper else []
-    rows = [retrieval_cells(df, method, tasks, paper) for method in dict.fromkeys(df["method"])]
+    rows = [retrieval_cells(df, entry, tasks, paper) for entry in entries(df)]
     notes = [
         "Retrieval success = share of steps whose draft holds a retrieved node "
         "(LogitSpec: an n-gram match of the next-next token guesses).",
         *context_notes(df),
     ]
-    ours, reference = spec_bench_speedups(df), reported_values(RACER_SPEC_BENCH, "speedup")
-    note = ordering_note("Spec-Bench speedup", ours, reference, "racer", "{:.2f}×")
-    notes += [note, LOGITSPEC_WHY] if note and paper else []
+    reference = reported_values(RACER_SPEC_BENCH, "speedup")
+    ordering = [
+        ordering_note(f"Spec-Bench speedup{suffix}", spec_bench_speedups(runs), reference,
+                      "racer", "{:.2f}×")
+        for suffix, runs in scheduler_groups(df)
+    ]  # fmt: skip
+    ordering = [note for note in ordering if note]
+    notes += [*ordering, LOGITSPEC_WHY] if ordering and paper else []
     sources = ["logitspec", "racer"] if paper else []
     return Table(
         "logitspec",

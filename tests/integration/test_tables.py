@@ -101,8 +101,35 @@ def test_spec_bench_table_has_a_row_per_category_with_intervals(
     cell = (f"{coding['speedup']:.2f}× [{coding['speedup_ci_low']:.2f}, "
             f"{coding['speedup_ci_high']:.2f}] ({coding['mat']:.2f})")  # fmt: skip
     header = tables["spec_bench_categories"].splitlines()[2].strip("|").split(" | ")
-    assert rows["coding"][[h.strip() for h in header].index("RACER")] == cell
+    assert rows["coding"][[h.strip() for h in header].index("RACER (fixed)")] == cell
     assert rows["all"][1] == "12"
+
+
+def test_runs_differing_only_in_scheduler_get_a_row_each(tmp_path: Path) -> None:
+    """RACER under the fixed and the confidence scheduler on the same task: neither is dropped;
+    each row and column names its scheduler, and ranking notes stay within one scheduler."""
+    for i, scheduler in enumerate(("fixed", "confidence")):
+        for method in ("pld", "racer"):
+            write_run(tmp_path, f"{method}-{scheduler}", method, "spec_bench", SPEC_CATEGORIES, 6,
+                      manifest={"scheduler": scheduler}, seed=i, accept=0.5 + i)  # fmt: skip
+    write_run(tmp_path, "racer-h", "racer", "humaneval", ("humaneval",), 4, seed=5)
+    built = {t.key: t for t in load_script("make_tables").build_tables(F.load_runs(tmp_path))}
+    df = F.runs_frame(F.load_runs(tmp_path)).set_index(["method", "scheduler", "task"])
+    main = built["main"]
+    assert main.header[:2] == ["method", "scheduler"]
+    pairs = [["PLD", "fixed"], ["PLD", "confidence"], ["RACER", "fixed"], ["RACER", "confidence"]]
+    assert [row[:2] for row in main.rows] == pairs
+    overall = main.header.index("Spec-Bench overall")
+    humaneval = main.header.index("HumanEval")
+    for row in main.rows:
+        run = df.loc[({"PLD": "pld", "RACER": "racer"}[row[0]], row[1], "spec_bench")]
+        assert row[overall] == f"{run['speedup']:.2f}× ({run['mat']:.2f})"
+        assert (row[humaneval] == "–") == (row[:2] != ["RACER", "fixed"])
+    assert [row[:3] for row in built["speed"].rows][-1] == ["RACER", "confidence", "Spec-Bench"]
+    assert "RACER (confidence)" in built["spec_bench_categories"].header
+    orderings = [n for n in main.notes if n.startswith("Ordering by")]
+    assert any("(confidence scheduler)" in n for n in orderings)
+    assert any("(fixed scheduler)" in n for n in orderings)
 
 
 def test_ablation_table_rows_and_paper_column(tables: dict[str, str]) -> None:
@@ -336,10 +363,11 @@ def test_head_to_head_note_names_where_each_method_is_faster() -> None:
 
 def test_speed_table_gives_absolute_tok_s_from_the_runs(results: Path, tables: dict[str, str]):
     df = F.runs_frame(F.load_runs(results / "main")).set_index(["method", "task"])
-    lines = [line for line in tables["speed"].splitlines() if line.startswith("| RACER | Spec")]
-    [cells] = [[c.strip() for c in line.strip("|").split(" | ")] for line in lines]
+    lines = [line for line in tables["speed"].splitlines() if line.startswith("| RACER | fixed")]
+    rows = [[c.strip() for c in line.strip("|").split(" | ")] for line in lines]
+    [cells] = [row for row in rows if row[2] == "Spec-Bench"]
     racer = df.loc[("racer", "spec_bench")]
-    assert cells[3] == f"{racer['baseline_tokens_per_s']:.1f}"
-    assert cells[4] == f"{racer['tokens_per_s']:.1f}"
-    assert cells[5].startswith(f"{racer['speedup']:.2f}× [")
+    assert cells[4] == f"{racer['baseline_tokens_per_s']:.1f}"
+    assert cells[5] == f"{racer['tokens_per_s']:.1f}"
+    assert cells[6].startswith(f"{racer['speedup']:.2f}× [")
     assert "AR tok/s per machine and engine" in tables["speed"]
