@@ -2,6 +2,7 @@
 
     python scripts/bench_forward_cost.py --sizes 1 4 8 16 32 64 --reps 20 --threads 2
     python scripts/bench_forward_cost.py --engines eager fast --profile 1 16
+    python scripts/bench_forward_cost.py --engines fast fast:bfloat16 eager:bfloat16
 
 A speculative step pays ``cost(N) = T(N) / T(1)`` for a tree of N nodes and commits MAT
 tokens, so ``speedup ~= MAT / cost(N)``: on a GPU cost(64) is close to 1, on a small CPU it is
@@ -109,24 +110,28 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=[1, 4, 8, 16, 32, 64])
     parser.add_argument("--reps", type=int, default=20)
     parser.add_argument("--threads", type=int, default=None)
-    parser.add_argument("--engines", nargs="+", default=["eager", "fast"])
+    parser.add_argument(
+        "--engines", nargs="+", default=["eager", "fast"], help="engine or engine:dtype each"
+    )
     parser.add_argument("--profile", type=int, nargs="*", default=None, help="sizes to profile")
     parser.add_argument("--cache-dir", default="~/.cache/racer_bench/models")
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
     targets = {}
-    for engine in args.engines:
-        targets[engine] = load_smollm2(args.cache_dir)
-        targets[engine].set_engine(engine)
+    for label in args.engines:
+        engine, _, dtype = label.partition(":")
+        targets[label] = load_smollm2(args.cache_dir, dtype=dtype or "float32")
+        targets[label].set_engine(engine)
     prompt = humaneval_prompts(targets[args.engines[0]], 1)[0]
     for target in targets.values():
         target.prefill(prompt[:-1])
     root = prompt[-1]
     meter = LoadMeter().start()
     medians = measure(targets, root, args.sizes, args.reps)
-    print(f"smollm2_135m float32, prompt {len(prompt)} tokens, {torch.get_num_threads()} threads,"
-          f" {args.reps} interleaved repetitions (medians)")  # fmt: skip
+    threads = torch.get_num_threads()
+    print(f"smollm2_135m (float32 unless named), prompt {len(prompt)} tokens, {threads} "
+          f"threads, {args.reps} interleaved repetitions (medians)")  # fmt: skip
     print(setting_line(meter.stop()) + "\n")
     print(cost_table(medians, args.engines, args.sizes))
     print(f"\ncost = median tree time / median time of a {args.sizes[0]}-token chain forward, "

@@ -63,6 +63,18 @@ def tiny_fast_target() -> HFTarget:
     return target
 
 
+@pytest.fixture(scope="session")
+def tiny_bf16_target() -> HFTarget:
+    """The tiny model in bfloat16 on the fast engine (row-invariant kernels), 2 KV heads for 4.
+
+    A small init std keeps logits close, so near-ties are common: only a row-invariant tree
+    step keeps methods equal to AR here.
+    """
+    target = tiny_random(num_kv_heads=2, dtype="bfloat16", init_std=0.05)
+    target.set_engine("fast")
+    return target
+
+
 @pytest.fixture
 def compose_cfg() -> Callable[..., DictConfig]:
     """Compose the primary config with overrides, as the CLI would (no Hydra run dir)."""

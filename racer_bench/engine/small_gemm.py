@@ -1,5 +1,8 @@
 """Small-M GEMM for CPU verification forwards: ``csrc/small_gemm.c``, compiled once, via ctypes.
 
+The same library holds the row-invariant attention kernel (``csrc/row_attention.c``,
+:mod:`racer_bench.engine.row_attention`): one build, one cache entry, one ABI check.
+
 Why a kernel of our own: on the 2-core AVX2 reference machine, MKL's sgemm behind
 ``F.linear`` runs 2-16-row products (the shape of a speculative step) at a third of the
 core's peak, and oneDNN's or MKL's packed paths do not do better (docs/benchmarks.md has the
@@ -33,9 +36,13 @@ from torch import nn
 from torch.profiler import record_function
 
 SOURCE = Path(__file__).parent / "csrc" / "small_gemm.c"
-FLAGS = ("-O3", "-mavx2", "-mfma", "-fopenmp", "-shared", "-fPIC")
+SOURCES = (SOURCE, SOURCE.with_name("row_attention.c"))
+FLAGS = ("-O3", "-mavx2", "-mfma", "-mf16c", "-fopenmp", "-shared", "-fPIC")
 PANEL = 16  # output columns per packed panel (NR in the C source)
-ABI_VERSION = 2
+ABI_VERSION = 3
+ATTENTION_ABI_VERSION = 1
+# weight / KV element types the kernels read (the C enums)
+TYPE_CODES = {torch.float32: 0, torch.bfloat16: 1, torch.float16: 2}
 MAX_ROWS = 128  # more rows (a prefill) take F.linear: MKL's large-M GEMM is built for them
 SCHEDULE_ENV = "RACER_BENCH_GEMM_SCHEDULE"  # OpenMP schedule of the panel loop (the C source)
 SCHEDULES = ("static", "dynamic", "guided")
@@ -69,7 +76,7 @@ def _load() -> tuple[ctypes.CDLL | None, str | None]:
     compiler = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
     if compiler is None:
         return None, "no C compiler found (set CC or install gcc)"
-    source = SOURCE.read_bytes()
+    source = b"".join(path.read_bytes() for path in SOURCES)
     flags = build_flags()
     digest = hashlib.sha256(source + " ".join((compiler, *flags)).encode()).hexdigest()[:16]
     path = kernel_dir() / f"small_gemm-{digest}.so"
@@ -80,9 +87,14 @@ def _load() -> tuple[ctypes.CDLL | None, str | None]:
     lib = ctypes.CDLL(str(path))
     if lib.small_gemm_abi_version() != ABI_VERSION:
         return None, f"{path} has ABI {lib.small_gemm_abi_version()}, expected {ABI_VERSION}"
-    long, ptr = ctypes.c_long, ctypes.c_void_p
+    if lib.row_attention_abi_version() != ATTENTION_ABI_VERSION:
+        return None, f"{path} has attention ABI {lib.row_attention_abi_version()}"
+    long, ptr, i32 = ctypes.c_long, ctypes.c_void_p, ctypes.c_int
     lib.small_gemm.argtypes = [ptr, ptr, ptr, long, long, long]
     lib.small_gemm_pack.argtypes = [ptr, ptr, long, long]
+    lib.small_gemm_typed.argtypes = [ptr, ptr, ptr, long, long, long, i32]
+    lib.small_gemm_pack_typed.argtypes = [ptr, ptr, long, long, i32]
+    lib.row_attention.argtypes = [ptr] * 5 + [long] * 9 + [ctypes.c_float, i32]
     return lib, None
 
 
@@ -93,7 +105,7 @@ def _compile(compiler: str, flags: tuple[str, ...], path: Path) -> str | None:
         out = Path(tmp) / path.name
         try:
             done = subprocess.run(
-                [compiler, *flags, str(SOURCE), "-o", str(out)],
+                [compiler, *flags, *map(str, SOURCES), "-o", str(out), "-lm"],
                 capture_output=True, text=True, timeout=120,
             )  # fmt: skip
         except (OSError, subprocess.TimeoutExpired) as error:
@@ -110,7 +122,7 @@ def unavailable_reason() -> str | None:
     return _load()[1]
 
 
-def _lib() -> ctypes.CDLL:
+def library() -> ctypes.CDLL:
     lib, why = _load()
     if lib is None:
         raise RuntimeError(f"small GEMM kernel unavailable: {why}")
@@ -118,30 +130,37 @@ def _lib() -> ctypes.CDLL:
 
 
 def pack(weight: torch.Tensor) -> torch.Tensor:
-    """Pack FloatTensor[N, K] (float32, CPU) into panels FloatTensor[ceil(N/16) * K * 16]."""
+    """Pack Tensor[N, K] (float32, bfloat16 or float16, CPU) into panels of the same dtype,
+    Tensor[ceil(N/16) * K * 16]."""
     n, k = weight.shape
     w = weight.detach().contiguous()
-    packed = torch.empty(((n + PANEL - 1) // PANEL) * k * PANEL, dtype=torch.float32)
-    _lib().small_gemm_pack(w.data_ptr(), packed.data_ptr(), n, k)
+    packed = torch.empty(((n + PANEL - 1) // PANEL) * k * PANEL, dtype=w.dtype)
+    library().small_gemm_pack_typed(w.data_ptr(), packed.data_ptr(), n, k, TYPE_CODES[w.dtype])
     return packed
 
 
 def matmul(x: torch.Tensor, packed: torch.Tensor, n: int) -> torch.Tensor:
-    """``x @ W.T`` for x FloatTensor[M, K] (float32, CPU) and W packed by :func:`pack`: [M, N]."""
+    """``x @ W.T`` for x FloatTensor[M, K] (float32, CPU) and W packed by :func:`pack`.
+
+    Returns FloatTensor[M, N] in float32 whatever the weight type (the accumulation type).
+    """
     x = x.contiguous()
     m, k = x.shape
     y = torch.empty(m, n, dtype=torch.float32)
     if m:
-        _lib().small_gemm(x.data_ptr(), packed.data_ptr(), y.data_ptr(), m, n, k)
+        code = TYPE_CODES[packed.dtype]
+        library().small_gemm_typed(x.data_ptr(), packed.data_ptr(), y.data_ptr(), m, n, k, code)
     return y
 
 
 class PackedLinear(nn.Module):
     """A drop-in for an ``nn.Linear`` (same ``weight``/``bias`` parameters) using the kernel.
 
-    Inputs of more than :data:`MAX_ROWS` rows (prefills), that are not float32 CPU tensors, or
-    that need gradients, take ``F.linear``. The weight is packed at construction: the target's
-    weights must not change afterwards.
+    Inputs of more than :data:`MAX_ROWS` rows (prefills), of another dtype than the weight, not
+    on the CPU, or that need gradients, take ``F.linear``. Half-precision inputs are widened to
+    float32, multiplied with float32 accumulation and rounded back once (as ``F.linear`` does,
+    though not in the same order). The weight is packed at construction: the target's weights
+    must not change afterwards.
     """
 
     def __init__(self, linear: nn.Linear) -> None:
@@ -154,7 +173,7 @@ class PackedLinear(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """FloatTensor[..., in_features] -> FloatTensor[..., out_features]."""
         if (
-            x.dtype != torch.float32
+            x.dtype != self.weight.dtype
             or x.device.type != "cpu"
             or x.numel() > MAX_ROWS * self.in_features
             or (torch.is_grad_enabled() and (x.requires_grad or self.weight.requires_grad))
@@ -163,17 +182,18 @@ class PackedLinear(nn.Module):
         # ctypes calls are invisible to torch.profiler: name them while it records
         profiling = torch.autograd._profiler_enabled()
         with record_function("racer_bench::small_gemm") if profiling else nullcontext():
-            y = matmul(x.reshape(-1, self.in_features), self._packed, self.out_features)
+            y = matmul(x.reshape(-1, self.in_features).float(), self._packed, self.out_features)
         if self.bias is not None:
             y += self.bias
-        return y.view(*x.shape[:-1], self.out_features)
+        return y.view(*x.shape[:-1], self.out_features).to(x.dtype)
 
     def extra_repr(self) -> str:
         return f"in_features={self.in_features}, out_features={self.out_features}, packed"
 
 
 def pack_linears(module: nn.Module) -> int:
-    """Replace every float32 CPU ``nn.Linear`` below ``module`` by a :class:`PackedLinear`.
+    """Replace every CPU ``nn.Linear`` (float32, bfloat16, float16) below ``module`` by a
+    :class:`PackedLinear`.
 
     Tied weights stay tied (the new module holds the same Parameter). Returns how many were
     replaced.
@@ -183,7 +203,7 @@ def pack_linears(module: nn.Module) -> int:
         for name, child in list(parent.named_children()):
             if (
                 isinstance(child, nn.Linear)
-                and child.weight.dtype == torch.float32
+                and child.weight.dtype in TYPE_CODES
                 and child.weight.device.type == "cpu"
             ):
                 setattr(parent, name, PackedLinear(child))

@@ -6,11 +6,14 @@ Tree attention uses transformers' custom 4-D float attention mask plus explicit 
 Two engines run the same transformers model code (:meth:`HFTarget.set_engine`):
 
 * ``eager``: transformers as it comes: ``F.linear``, SDPA with ``repeat_kv``, ``DynamicCache``.
-* ``fast``: every float32 CPU linear layer through the packed small-M GEMM
-  (:mod:`racer_bench.engine.small_gemm`), grouped-query SDPA without ``repeat_kv`` for tree
-  steps (:mod:`racer_bench.engine.attention`), and a preallocated KV cache compacted in place
-  (:mod:`racer_bench.engine.kv_cache`). Sliding-window layers get their window from the masks
-  built here, one per layer type.
+* ``fast``: every CPU linear layer (float32, bfloat16, float16) through the packed small-M GEMM
+  (:mod:`racer_bench.engine.small_gemm`), row-invariant attention for every decode and tree
+  step (:mod:`racer_bench.engine.row_attention`), and a preallocated KV cache compacted in
+  place (:mod:`racer_bench.engine.kv_cache`). Sliding-window layers get their window from the
+  masks built here, one per layer type. Both kernels compute each token's row alone, in a fixed
+  order, so a tree node's logits equal bit for bit those of the AR step over the same prefix, at
+  every dtype (the row-invariance tests in ``tests/integration/test_row_invariance.py``).
+  ``eager`` is not row-invariant: library GEMMs and SDPA tile by the shapes they are given.
 
 ``auto`` picks ``fast`` on a CPU and ``eager`` elsewhere (the GEMM is a CPU kernel; the other
 two parts are device-neutral but unmeasured on GPUs, so GPUs keep transformers' path).
@@ -24,7 +27,7 @@ from typing import Any, Literal, get_args
 
 import torch
 
-from racer_bench.engine import attention, kv_cache, small_gemm
+from racer_bench.engine import kv_cache, row_attention, small_gemm
 from racer_bench.engine.structs import Draft
 from racer_bench.engine.tree import ancestor_mask, is_chain, node_depths
 from racer_bench.errors import ConfigError
@@ -132,7 +135,7 @@ class HFTarget:
         self.head = self.model.get_output_embeddings()
         impl = getattr(self.model.config, "_attn_implementation", None)
         if impl == "sdpa":
-            self.model.set_attn_implementation(attention.register())
+            self.model.set_attn_implementation(row_attention.register())
         self.engine = "fast"
         self.engine_details = {
             "engine": "fast",

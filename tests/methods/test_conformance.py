@@ -50,12 +50,17 @@ class BudgetSpy:
         self.inner.update(fb)
 
 
+TARGETS = {"eager": "tiny_target", "fast": "tiny_fast_target", "fast-bf16": "tiny_bf16_target"}
+
+
 @pytest.mark.parametrize(
-    ("hardware", "engine"), [("cpu", "eager"), ("gpu", "eager"), ("cpu", "fast")]
-)  # CPU- and GPU-sized draft defaults; the fast engine's cache and grouped attention
+    ("hardware", "engine"),
+    [("cpu", "eager"), ("gpu", "eager"), ("cpu", "fast"), ("gpu", "fast-bf16")],
+)  # CPU- and GPU-sized draft defaults; the fast engine's cache and row-invariant kernels,
+# in bfloat16 with GPU-sized trees (exact only because a tree row equals the AR row)
 @pytest.mark.parametrize("method", METHODS)
 def test_method_is_lossless_and_within_budget(method, hardware, engine, compose_cfg, request):
-    tiny_target = request.getfixturevalue("tiny_fast_target" if engine == "fast" else "tiny_target")
+    tiny_target = request.getfixturevalue(TARGETS[engine])
     drafter = BudgetSpy(make_drafter(compose_cfg, method, tiny_target, hardware))
     capacity = getattr(drafter.inner, "capacity", None)
     for prompt_bytes in TINY_PROMPTS:  # several prompts: reset between them must work
