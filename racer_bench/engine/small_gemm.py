@@ -39,13 +39,15 @@ SOURCE = Path(__file__).parent / "csrc" / "small_gemm.c"
 SOURCES = (SOURCE, SOURCE.with_name("row_attention.c"))
 FLAGS = ("-O3", "-mavx2", "-mfma", "-mf16c", "-fopenmp", "-shared", "-fPIC")
 PANEL = 16  # output columns per packed panel (NR in the C source)
-ABI_VERSION = 3
+ABI_VERSION = 4
 ATTENTION_ABI_VERSION = 1
 # weight / KV element types the kernels read (the C enums)
 TYPE_CODES = {torch.float32: 0, torch.bfloat16: 1, torch.float16: 2}
 MAX_ROWS = 128  # more rows (a prefill) take F.linear: MKL's large-M GEMM is built for them
 SCHEDULE_ENV = "RACER_BENCH_GEMM_SCHEDULE"  # OpenMP schedule of the panel loop (the C source)
 SCHEDULES = ("static", "dynamic", "guided")
+BF16_ENV = "RACER_BENCH_BF16_GEMM"  # force the bfloat16 kernel: pairs | widen
+BF16_KERNELS = ("pairs", "widen")
 
 
 def schedule() -> str:
@@ -95,6 +97,8 @@ def _load() -> tuple[ctypes.CDLL | None, str | None]:
     lib.small_gemm_typed.argtypes = [ptr, ptr, ptr, long, long, long, i32]
     lib.small_gemm_pack_typed.argtypes = [ptr, ptr, long, long, i32]
     lib.row_attention.argtypes = [ptr] * 5 + [long] * 9 + [ctypes.c_float, i32]
+    lib.small_gemm_pack_pairs.argtypes = [ptr, ptr, long, long]
+    lib.small_gemm_bf16_pairs.argtypes = [ptr, ptr, ptr, long, long, long]
     return lib, None
 
 
@@ -127,6 +131,41 @@ def library() -> ctypes.CDLL:
     if lib is None:
         raise RuntimeError(f"small GEMM kernel unavailable: {why}")
     return lib
+
+
+def bf16_kernel() -> str:
+    """The bfloat16 GEMM: ``pairs`` (AVX512-BF16 dot products) where the CPU has them, else
+    ``widen`` (bfloat16 widened to float32 FMAs); ``$RACER_BENCH_BF16_GEMM`` forces one."""
+    forced = os.environ.get(BF16_ENV)
+    if forced is not None:
+        if forced not in BF16_KERNELS:
+            raise ValueError(f"{BF16_ENV}={forced}: expected one of {', '.join(BF16_KERNELS)}")
+        return forced
+    return "pairs" if library().small_gemm_has_avx512bf16() else "widen"
+
+
+def uses_pairs(weight: torch.Tensor) -> bool:
+    """Whether a weight [N, K] goes through the AVX512-BF16 kernel (bfloat16, K even)."""
+    return weight.dtype == torch.bfloat16 and weight.shape[1] % 2 == 0 and bf16_kernel() == "pairs"
+
+
+def pack_pairs(weight: torch.Tensor) -> torch.Tensor:
+    """Pack BFloat16Tensor[N, K] (K even) in pairs of k for :func:`matmul_pairs`."""
+    n, k = weight.shape
+    w = weight.detach().contiguous()
+    packed = torch.empty(((n + PANEL - 1) // PANEL) * k * PANEL, dtype=torch.bfloat16)
+    library().small_gemm_pack_pairs(w.data_ptr(), packed.data_ptr(), n, k)
+    return packed
+
+
+def matmul_pairs(x: torch.Tensor, packed: torch.Tensor, n: int) -> torch.Tensor:
+    """``x @ W.T`` for x BFloat16Tensor[M, K] and W packed by :func:`pack_pairs`: float32 [M, N]."""
+    x = x.contiguous()
+    m, k = x.shape
+    y = torch.empty(m, n, dtype=torch.float32)
+    if m:
+        library().small_gemm_bf16_pairs(x.data_ptr(), packed.data_ptr(), y.data_ptr(), m, n, k)
+    return y
 
 
 def pack(weight: torch.Tensor) -> torch.Tensor:
@@ -168,7 +207,8 @@ class PackedLinear(nn.Module):
         self.in_features, self.out_features = linear.in_features, linear.out_features
         self.weight = linear.weight
         self.bias = linear.bias
-        self._packed = pack(linear.weight)
+        self.pairs = uses_pairs(linear.weight)
+        self._packed = pack_pairs(linear.weight) if self.pairs else pack(linear.weight)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """FloatTensor[..., in_features] -> FloatTensor[..., out_features]."""
@@ -182,13 +222,18 @@ class PackedLinear(nn.Module):
         # ctypes calls are invisible to torch.profiler: name them while it records
         profiling = torch.autograd._profiler_enabled()
         with record_function("racer_bench::small_gemm") if profiling else nullcontext():
-            y = matmul(x.reshape(-1, self.in_features).float(), self._packed, self.out_features)
+            rows = x.reshape(-1, self.in_features)
+            if self.pairs:
+                y = matmul_pairs(rows, self._packed, self.out_features)
+            else:
+                y = matmul(rows.float(), self._packed, self.out_features)
         if self.bias is not None:
             y += self.bias
         return y.view(*x.shape[:-1], self.out_features).to(x.dtype)
 
     def extra_repr(self) -> str:
-        return f"in_features={self.in_features}, out_features={self.out_features}, packed"
+        kernel = "bf16 pairs" if self.pairs else str(self.weight.dtype).removeprefix("torch.")
+        return f"in_features={self.in_features}, out_features={self.out_features}, {kernel}"
 
 
 def pack_linears(module: nn.Module) -> int:

@@ -87,6 +87,25 @@ static float dot(const float *q, const void *k, long offset, long dim, int type)
     return total;
 }
 
+/* Scores of 4 keys at once: the same operations per key as dot(), interleaved so that four
+ * FMA chains are in flight (the result of each key is that of dot()). */
+static void dot4(const float *q, const void *k, const long *offsets, long dim, int type,
+                 float *out) {
+    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
+                     _mm256_setzero_ps()};
+    long d = 0;
+    for (; d + 8 <= dim; d += 8) {
+        __m256 qd = _mm256_loadu_ps(q + d);
+        for (int i = 0; i < 4; i++)
+            acc[i] = _mm256_fmadd_ps(qd, load8(k, offsets[i] + d, type), acc[i]);
+    }
+    for (int i = 0; i < 4; i++) {
+        float total = fold8(acc[i]);
+        for (long e = d; e < dim; e++) total = fmaf(q[e], load1(k, offsets[i] + e, type), total);
+        out[i] = total;
+    }
+}
+
 /* Softmax weights in place over scores[0..n): exp(s - max), returns their sum in order. */
 static float softmax_weights(float *scores, long n) {
     float top = -INFINITY;
@@ -106,24 +125,50 @@ static float softmax_weights(float *scores, long n) {
     return sum;
 }
 
-static void one_row(const float *q, const void *k, const void *v, float *out,
-                    const long *keys, long n, long dim, long k_base, long k_row,
-                    long v_base, long v_row, float scale, int type, float *scores) {
-    for (long i = 0; i < n; i++) scores[i] = dot(q, k, k_base + keys[i] * k_row, dim, type) * scale;
-    float sum = softmax_weights(scores, n);
+/* out[0..dim) = sum_i weights[i] * V[keys[i]] / sum, 8 columns at a time, each column one
+ * FMA chain over the keys in order; up to 8 blocks of 8 columns in flight. */
+static void weighted_values(const float *weights, const void *v, const long *keys, long n,
+                            long dim, long v_base, long v_row, int type, float sum, float *out) {
     long d = 0;
-    for (; d + 8 <= dim; d += 8) {
-        __m256 acc = _mm256_setzero_ps();
-        for (long i = 0; i < n; i++)
-            acc = _mm256_fmadd_ps(_mm256_set1_ps(scores[i]),
-                                  load8(v, v_base + keys[i] * v_row + d, type), acc);
-        _mm256_storeu_ps(out + d, _mm256_div_ps(acc, _mm256_set1_ps(sum)));
+    for (; d + 8 <= dim; d += 64) {
+        int blocks = (int)((dim - d) / 8 < 8 ? (dim - d) / 8 : 8);
+        __m256 acc[8];
+        for (int b = 0; b < 8; b++) acc[b] = _mm256_setzero_ps();
+        for (long i = 0; i < n; i++) {
+            __m256 w = _mm256_set1_ps(weights[i]);
+            long row = v_base + keys[i] * v_row + d;
+            for (int b = 0; b < blocks; b++)
+                acc[b] = _mm256_fmadd_ps(w, load8(v, row + 8 * b, type), acc[b]);
+        }
+        __m256 total = _mm256_set1_ps(sum);
+        for (int b = 0; b < blocks; b++)
+            _mm256_storeu_ps(out + d + 8 * b, _mm256_div_ps(acc[b], total));
+        if (blocks < 8) {
+            d += 8 * blocks;
+            break;
+        }
     }
     for (; d < dim; d++) {
         float acc = 0.0f;
-        for (long i = 0; i < n; i++) acc = fmaf(scores[i], load1(v, v_base + keys[i] * v_row + d, type), acc);
+        for (long i = 0; i < n; i++)
+            acc = fmaf(weights[i], load1(v, v_base + keys[i] * v_row + d, type), acc);
         out[d] = acc / sum;
     }
+}
+
+static void one_row(const float *q, const void *k, const void *v, float *out,
+                    const long *keys, long n, long dim, long k_base, long k_row,
+                    long v_base, long v_row, float scale, int type, float *scores) {
+    long i = 0;
+    for (; i + 4 <= n; i += 4) {
+        long offsets[4];
+        for (int j = 0; j < 4; j++) offsets[j] = k_base + keys[i + j] * k_row;
+        dot4(q, k, offsets, dim, type, scores + i);
+    }
+    for (; i < n; i++) scores[i] = dot(q, k, k_base + keys[i] * k_row, dim, type);
+    for (i = 0; i < n; i++) scores[i] *= scale;
+    float sum = softmax_weights(scores, n);
+    weighted_values(scores, v, keys, n, dim, v_base, v_row, type, sum, out);
 }
 
 /*

@@ -25,6 +25,7 @@
  */
 #include <immintrin.h>
 #include <stddef.h>
+#include <omp.h>
 #include <stdint.h>
 
 #ifndef PANEL_SCHEDULE
@@ -37,7 +38,7 @@
 #define NR 16
 #define MR_MAX 6
 
-int small_gemm_abi_version(void) { return 3; }
+int small_gemm_abi_version(void) { return 4; }
 
 /* Weight types (the `wtype` argument): element size and how 8 of them widen to float32. */
 enum { W_F32 = 0, W_BF16 = 1, W_F16 = 2 };
@@ -100,8 +101,10 @@ static inline void store_row(float *y, __m256 lo, __m256 hi, long cols) {
  * only in the last block). Each accumulator is one FMA chain over k in order.
  */
 #define DEFINE_BLOCK(NAME, TYPE, LOAD, MR, NP)                                               \
-    static void NAME##_##MR##x##NP(const float *x, long k, const TYPE *panel, float *y,      \
+    static void NAME##_##MR##x##NP(const void *xv, long k, const void *pv, float *y,         \
                                    long ldy, long cols) {                                    \
+        const float *x = xv;                                                                 \
+        const TYPE *panel = pv;                                                              \
         __m256 acc[MR][NP][2];                                                               \
         _Pragma("GCC unroll 8") for (int m = 0; m < MR; m++)                                 \
             _Pragma("GCC unroll 4") for (int q = 0; q < NP; q++) {                           \
@@ -129,72 +132,172 @@ static inline void store_row(float *y, __m256 lo, __m256 hi, long cols) {
         }                                                                                    \
     }
 
-/* Panels walked together per row count: 2 * MR * NP accumulators, at most 12 of 16 ymm. */
-#define NP_FOR(MR) ((MR) == 1 ? 4 : (MR) == 2 ? 3 : (MR) == 3 ? 2 : 1)
+typedef void (*block_fn)(const void *x, long k, const void *panel, float *y, long ldy,
+                         long cols);
 
-#define DEFINE_TYPE(NAME, TYPE, LOAD)                                                        \
-    DEFINE_BLOCK(NAME, TYPE, LOAD, 1, 4)                                                     \
-    DEFINE_BLOCK(NAME, TYPE, LOAD, 2, 3)                                                     \
-    DEFINE_BLOCK(NAME, TYPE, LOAD, 3, 2)                                                     \
-    DEFINE_BLOCK(NAME, TYPE, LOAD, 4, 1)                                                     \
-    DEFINE_BLOCK(NAME, TYPE, LOAD, 5, 1)                                                     \
-    DEFINE_BLOCK(NAME, TYPE, LOAD, 6, 1)                                                     \
-    DEFINE_BLOCK(NAME, TYPE, LOAD, 1, 1)                                                     \
-    DEFINE_BLOCK(NAME, TYPE, LOAD, 2, 1)                                                     \
-    DEFINE_BLOCK(NAME, TYPE, LOAD, 3, 1)                                                     \
-    typedef void (*NAME##_fn)(const float *, long, const TYPE *, float *, long, long);       \
-    static const NAME##_fn NAME##_WIDE[MR_MAX + 1] = {0,           NAME##_1x4, NAME##_2x3,  \
-                                                      NAME##_3x2, NAME##_4x1, NAME##_5x1,  \
-                                                      NAME##_6x1};                          \
-    static const NAME##_fn NAME##_ONE[MR_MAX + 1] = {0,           NAME##_1x1, NAME##_2x1,   \
-                                                     NAME##_3x1, NAME##_4x1, NAME##_5x1,   \
-                                                     NAME##_6x1};                           \
-    static void NAME##_gemm(const float *x, const TYPE *packed, float *y, long m, long n,    \
-                            long k) {                                                        \
-        long panels = (n + NR - 1) / NR;                                                     \
-        long blocks = (m + MR_MAX - 1) / MR_MAX;                                             \
-        long base = blocks ? m / blocks : 0, extra = blocks ? m % blocks : 0;                \
-        long np = NP_FOR(blocks ? base + (extra ? 1 : 0) : 1);                               \
-        long groups = (panels + np - 1) / np;                                                \
-        FOR_EACH_GROUP for (long g = 0; g < groups; g++) {                                   \
-            long first = g * np, count = panels - first < np ? panels - first : np;          \
-            const TYPE *panel = packed + first * k * NR;                                     \
-            long cols = n - first * NR;                                                      \
-            for (long b = 0; b < blocks; b++) {                                              \
-                long start = b * base + (b < extra ? b : extra);                             \
-                long rows = base + (b < extra ? 1 : 0);                                      \
-                float *out = y + start * n + first * NR;                                     \
-                if (count == NP_FOR(rows)) {                                                 \
-                    NAME##_WIDE[rows](x + start * k, k, panel, out, n, cols);                \
-                } else {                                                                     \
-                    for (long q = 0; q < count; q++)                                         \
-                        NAME##_ONE[rows](x + start * k, k, panel + q * k * NR, out + q * NR, \
-                                         n, cols - q * NR);                                  \
-                }                                                                            \
-            }                                                                                \
-        }                                                                                    \
+#define NP_MAX 8
+
+/* A kernel: blocks[MR][NP] walk MR rows over NP panels (NP up to np[MR]); the sizes of an x
+ * element and a weight element. */
+typedef struct {
+    block_fn blocks[MR_MAX + 1][NP_MAX + 1];
+    long np[MR_MAX + 1];
+    long x_size, w_size;
+} kernel;
+
+/*
+ * Rows are split into ceil(m / 6) blocks of near-equal size (16 = 6 + 5 + 5, 8 = 4 + 4): a
+ * block of r rows keeps r * NP independent accumulator chains per 16 columns. Panels are split
+ * into one near-equal chunk per thread, each walked NP panels at a time (the last group of a
+ * chunk with fewer).
+ */
+static void drive(const kernel *kn, const void *x, const void *packed, float *y, long m, long n,
+                  long k) {
+    long panels = (n + NR - 1) / NR;
+    long blocks = (m + MR_MAX - 1) / MR_MAX;
+    long base = blocks ? m / blocks : 0, extra = blocks ? m % blocks : 0;
+    long chunks = omp_get_max_threads();
+    chunks = chunks < panels ? chunks : panels;
+    const char *xb = x, *wb = packed;
+FOR_EACH_GROUP
+    for (long c = 0; c < chunks; c++) {
+        long lo = panels * c / chunks, hi = panels * (c + 1) / chunks;
+        for (long b = 0; b < blocks; b++) {
+            long start = b * base + (b < extra ? b : extra);
+            long rows = base + (b < extra ? 1 : 0), np = kn->np[rows];
+            for (long first = lo; first < hi; first += np) {
+                long count = hi - first < np ? hi - first : np;
+                const char *panel = wb + first * k * NR * kn->w_size;
+                const char *xs = xb + start * k * kn->x_size;
+                float *out = y + start * n + first * NR;
+                long cols = n - first * NR;
+                kn->blocks[rows][count](xs, k, panel, out, n, cols);
+            }
+        }
     }
+}
+
+
+#define DEFINE_TYPE(N, T, L)                                                                 \
+    DEFINE_BLOCK(N, T, L, 1, 1) DEFINE_BLOCK(N, T, L, 1, 2) DEFINE_BLOCK(N, T, L, 1, 3)      \
+    DEFINE_BLOCK(N, T, L, 1, 4) DEFINE_BLOCK(N, T, L, 2, 1) DEFINE_BLOCK(N, T, L, 2, 2)      \
+    DEFINE_BLOCK(N, T, L, 2, 3) DEFINE_BLOCK(N, T, L, 3, 1) DEFINE_BLOCK(N, T, L, 3, 2)      \
+    DEFINE_BLOCK(N, T, L, 4, 1) DEFINE_BLOCK(N, T, L, 5, 1) DEFINE_BLOCK(N, T, L, 6, 1)      \
+    static const kernel N##_KERNEL = {                                                       \
+        {{0},                                                                                \
+         {0, N##_1x1, N##_1x2, N##_1x3, N##_1x4},                                            \
+         {0, N##_2x1, N##_2x2, N##_2x3},                                                     \
+         {0, N##_3x1, N##_3x2},                                                              \
+         {0, N##_4x1},                                                                       \
+         {0, N##_5x1},                                                                       \
+         {0, N##_6x1}},                                                                      \
+        {1, 4, 3, 2, 1, 1, 1},                                                               \
+        4,                                                                                   \
+        sizeof(T)};
 
 DEFINE_TYPE(f32, float, load8_f32)
 DEFINE_TYPE(bf16, uint16_t, load8_bf16)
 DEFINE_TYPE(f16, uint16_t, load8_f16)
 
-/*
- * Rows are split into ceil(m / 6) blocks of near-equal size (16 = 6 + 5 + 5, 8 = 4 + 4): a
- * block of r rows keeps 2r independent accumulator chains (2r * NP with NP panels at once).
- *
- * y[m, n] = sum_k x[m, k] * W[n, k]; x and y float32, row-major and contiguous.
- */
+/* y[m, n] = sum_k x[m, k] * W[n, k]; x and y float32, row-major and contiguous. */
 void small_gemm_typed(const float *x, const void *packed, float *y, long m, long n, long k,
                       int wtype) {
-    if (wtype == W_BF16)
-        bf16_gemm(x, (const uint16_t *)packed, y, m, n, k);
-    else if (wtype == W_F16)
-        f16_gemm(x, (const uint16_t *)packed, y, m, n, k);
-    else
-        f32_gemm(x, (const float *)packed, y, m, n, k);
+    const kernel *kn = wtype == W_BF16 ? &bf16_KERNEL : wtype == W_F16 ? &f16_KERNEL : &f32_KERNEL;
+    drive(kn, x, packed, y, m, n, k);
 }
 
 void small_gemm(const float *x, const float *packed, float *y, long m, long n, long k) {
-    f32_gemm(x, packed, y, m, n, k);
+    drive(&f32_KERNEL, x, packed, y, m, n, k);
+}
+
+/*
+ * bfloat16 x bfloat16 with AVX512-BF16 (VDPBF16PS), where the CPU has it: 32 multiply-adds per
+ * instruction against 16 for the widening FMA path above, which is what a 16-token tree step
+ * needs (it is compute-bound). Weights are packed in pairs of k: panel p, pair kp holds
+ * [W[16p][2kp], W[16p][2kp+1], W[16p+1][2kp], ...] (32 bfloat16, one zmm); x stays bfloat16 and
+ * each row broadcasts one pair (32 bits) per step. K must be even.
+ *
+ * Every output element is one chain of VDPBF16PS over the pairs of k in order, whatever M or
+ * the panels walked together: the row invariance of the FMA path, with another (documented,
+ * fixed) rounding: each instruction adds two products to the float32 accumulator.
+ */
+#define AVX512BF16 __attribute__((target("avx512f,avx512bf16,avx512vl,avx512bw")))
+
+int small_gemm_has_avx512bf16(void) {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512f");
+}
+
+void small_gemm_pack_pairs(const uint16_t *w, uint16_t *packed, long n, long k) {
+    long panels = (n + NR - 1) / NR, pairs = k / 2;
+FOR_EACH_GROUP
+    for (long p = 0; p < panels; p++) {
+        uint16_t *dst = packed + p * k * NR;
+        for (long kp = 0; kp < pairs; kp++)
+            for (long j = 0; j < NR; j++)
+                for (long h = 0; h < 2; h++) {
+                    long row = p * NR + j;
+                    dst[(kp * NR + j) * 2 + h] = row < n ? w[row * k + 2 * kp + h] : 0;
+                }
+    }
+}
+
+#define DEFINE_DP_BLOCK(MR, NP)                                                               \
+    AVX512BF16 static void dp_##MR##x##NP(const void *xv, long k, const void *pv, float *y,  \
+                                          long ldy, long cols) {                              \
+        const uint16_t *x = xv, *panel = pv;                                                  \
+        __m512 acc[MR][NP];                                                                   \
+        _Pragma("GCC unroll 8") for (int m = 0; m < MR; m++)                                  \
+            _Pragma("GCC unroll 8") for (int q = 0; q < NP; q++) acc[m][q] = _mm512_setzero_ps(); \
+        long pairs = k / 2;                                                                   \
+        for (long kp = 0; kp < pairs; kp++) {                                                 \
+            __m512bh w[NP];                                                                   \
+            _Pragma("GCC unroll 8") for (int q = 0; q < NP; q++)                              \
+                w[q] = (__m512bh)_mm512_loadu_si512(panel + q * k * NR + kp * 2 * NR);        \
+            _Pragma("GCC unroll 8") for (int m = 0; m < MR; m++) {                            \
+                int bits;                                                                     \
+                __builtin_memcpy(&bits, x + m * k + 2 * kp, 4);                               \
+                __m512bh b = (__m512bh)_mm512_set1_epi32(bits);                               \
+                _Pragma("GCC unroll 8") for (int q = 0; q < NP; q++)                          \
+                    acc[m][q] = _mm512_dpbf16_ps(acc[m][q], w[q], b);                         \
+            }                                                                                 \
+        }                                                                                     \
+        _Pragma("GCC unroll 8") for (int m = 0; m < MR; m++)                                  \
+            _Pragma("GCC unroll 8") for (int q = 0; q < NP; q++) {                            \
+            long left = cols - q * NR;                                                        \
+            if (left >= NR)                                                                   \
+                _mm512_storeu_ps(y + m * ldy + q * NR, acc[m][q]);                            \
+            else if (left > 0)                                                                \
+                _mm512_mask_storeu_ps(y + m * ldy + q * NR, (__mmask16)((1u << left) - 1),   \
+                                      acc[m][q]);                                             \
+        }                                                                                     \
+    }
+
+#define DP_ROW2(MR) DEFINE_DP_BLOCK(MR, 1) DEFINE_DP_BLOCK(MR, 2)
+#define DP_ROW3(MR) DP_ROW2(MR) DEFINE_DP_BLOCK(MR, 3)
+#define DP_ROW4(MR) DP_ROW3(MR) DEFINE_DP_BLOCK(MR, 4)
+#define DP_ROW6(MR) DP_ROW4(MR) DEFINE_DP_BLOCK(MR, 5) DEFINE_DP_BLOCK(MR, 6)
+DP_ROW6(1) DEFINE_DP_BLOCK(1, 7) DEFINE_DP_BLOCK(1, 8)
+DP_ROW6(2)
+DP_ROW4(3)
+DP_ROW4(4)
+DP_ROW3(5)
+DP_ROW3(6)
+
+static const kernel PAIRS = {
+    {{0},
+     {0, dp_1x1, dp_1x2, dp_1x3, dp_1x4, dp_1x5, dp_1x6, dp_1x7, dp_1x8},
+     {0, dp_2x1, dp_2x2, dp_2x3, dp_2x4, dp_2x5, dp_2x6},
+     {0, dp_3x1, dp_3x2, dp_3x3, dp_3x4},
+     {0, dp_4x1, dp_4x2, dp_4x3, dp_4x4},
+     {0, dp_5x1, dp_5x2, dp_5x3},
+     {0, dp_6x1, dp_6x2, dp_6x3}},
+    {1, 8, 6, 4, 4, 3, 3},
+    2,
+    2};
+
+/* y[m, n] = sum_k x[m, k] * W[n, k]; x bfloat16 [m, k], y float32 [m, n], k even. */
+void small_gemm_bf16_pairs(const uint16_t *x, const uint16_t *packed, float *y, long m, long n,
+                           long k) {
+    drive(&PAIRS, x, packed, y, m, n, k);
 }
