@@ -67,6 +67,7 @@ def restore(
     manifest = R.read_json(run_dir / R.MANIFEST_FILE)
     saved = OmegaConf.create(manifest["config"])
     upgrade(saved)
+    pin_measured_choices(saved, manifest)
     choices = dict(manifest.get("choices") or {})
     for group in ("model", "method", "verifier", "task"):
         choices.setdefault(group, manifest.get(group))
@@ -90,6 +91,20 @@ def restore(
         changed[key] = _plain(cfg, key)
     saved.resume = str(run_dir)
     return Resumed(saved, {k: v for k, v in choices.items() if v is not None}, changed)
+
+
+def pin_measured_choices(saved: DictConfig, manifest: dict[str, Any]) -> None:
+    """Replace ``engine=auto`` and ``model.dtype=auto`` by what the run measured and ran.
+
+    ``auto`` is decided per machine and may decide otherwise today (a newer engine, another
+    cache): a continued or re-measured run must keep the engine and dtype of its records.
+    """
+    choice = manifest.get("engine_choice") or {}
+    if saved.get("engine", "auto") == "auto" and choice.get("chosen"):
+        OmegaConf.update(saved, "engine", choice["chosen"], merge=False, force_add=True)
+    dtype = manifest.get("dtype")
+    if "model" in saved and saved.model.get("dtype") == "auto" and dtype:
+        saved.model.dtype = dtype
 
 
 def override_keys(overrides: Sequence[str]) -> list[tuple[str, bool]]:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import gc
+import hashlib
+import json
 import signal
 import sys
 import time
@@ -22,10 +24,10 @@ from racer_bench.analysis import tracking
 from racer_bench.analysis.summary import summarize
 from racer_bench.analysis.tracking import LoggerConfig
 from racer_bench.configs import constructor_node
+from racer_bench.engine import engine_choice
 from racer_bench.engine.cost import CostProfile
 from racer_bench.engine.decode import LoopOptions, generate
 from racer_bench.engine.drafter import Drafter, NullDrafter
-from racer_bench.engine.engine_choice import choose_auto
 from racer_bench.engine.scheduler import ConfidenceScheduler, FixedScheduler, Scheduler
 from racer_bench.engine.scheduler_settings import SchedulerSettings, settings_of
 from racer_bench.engine.stopping import StopRule
@@ -33,6 +35,7 @@ from racer_bench.engine.target import Engine, HFTarget
 from racer_bench.engine.verify import GreedyVerifier, Verifier
 from racer_bench.errors import ConfigError, RunStopped, find_config_error
 from racer_bench.hf_reference import REFERENCE, reference_turns
+from racer_bench.models import resolve_device
 from racer_bench.paired import compare_with_strict
 from racer_bench.schema import Instantiable, NonNegativeInt, PositiveInt, Seed, check
 from racer_bench.tasks.base import Prompt, Task
@@ -160,8 +163,7 @@ def build(cfg: DictConfig) -> Setup:
     if cfg.num_threads:
         torch.set_num_threads(int(cfg.num_threads))
     task: Task = construct(cfg.task, "task")
-    target: HFTarget = construct(cfg.model, "model")
-    target, engine_choice = choose_engine(cfg, target)
+    target, engine_choice = choose_engine(cfg)
     verifier: Verifier = construct(cfg.verifier, "verifier")
     drafter = construct(cfg.method, "method", vocab_size=target.vocab_size)
     check_native(drafter, cfg)
@@ -188,25 +190,44 @@ def reference_target(cfg: DictConfig, target: HFTarget) -> HFTarget | None:
     runs the eager engine, else a second copy as transformers ships it (None without one)."""
     if cfg.get("reference", "none") != "generate":
         return None
-    return target if target.engine == "eager" else construct(cfg.model, "model")
+    if target.engine == "eager":
+        return target
+    return construct(model_at(cfg, str(target.dtype).removeprefix("torch.")), "model")
 
 
-def choose_engine(cfg: DictConfig, target: HFTarget) -> tuple[HFTarget, dict[str, Any]]:
-    """The target on the configured engine, and what was asked, what runs and why.
+def model_at(cfg: DictConfig, dtype: str) -> DictConfig:
+    """The model node with ``dtype`` in place of its own (``auto`` resolved by the choice)."""
+    node = OmegaConf.create(OmegaConf.to_container(cfg.model, resolve=True))
+    if "dtype" in node:
+        node.dtype = dtype
+    return node
 
-    ``engine=auto`` times both engines on first use on this machine and model
+
+def choose_engine(cfg: DictConfig) -> tuple[HFTarget, dict[str, Any]]:
+    """The target at the configured engine and dtype, and what was asked, what runs and why.
+
+    ``engine=auto`` and ``model.dtype=auto`` time and probe every allowed (engine, dtype) pair on
+    first use on this machine and model and keep the fastest exact one
     (:mod:`racer_bench.engine.engine_choice`); the timings go into the manifest.
     """
-    requested = str(cfg.get("engine", "auto"))
-    if requested == "auto":
+    engine = str(cfg.get("engine", "auto"))
+    dtype = str(cfg.model.get("dtype", "auto"))
+    device = str(resolve_device(str(cfg.model.get("device", "auto"))))
 
-        def rebuild() -> HFTarget:
-            return construct(cfg.model, "model")
+    def build(chosen: str) -> HFTarget:
+        return construct(model_at(cfg, chosen), "model")
 
-        return choose_auto(target, cfg.paths.cache_dir, rebuild)
-    chosen = target.set_engine(requested)
-    return target, {"requested": requested, "chosen": chosen,
-                    "why": f"engine={requested} was requested"}  # fmt: skip
+    return engine_choice.choose(build, engine, dtype, cfg.paths.cache_dir, model_key(cfg), device)
+
+
+def model_key(cfg: DictConfig) -> str:
+    """A file-name-safe key for the model node: its name and a hash of its other settings."""
+    node = OmegaConf.to_container(cfg.model, resolve=True)
+    assert isinstance(node, dict)
+    name = str(node.get("name") or node.get("path") or node["_target_"].rsplit(".", 1)[-1])
+    rest = {k: v for k, v in node.items() if k != "dtype"}
+    digest = hashlib.sha256(json.dumps(rest, sort_keys=True, default=str).encode()).hexdigest()
+    return f"{name}-{digest[:8]}"
 
 
 def check_native(drafter: Drafter, cfg: DictConfig) -> None:

@@ -31,6 +31,7 @@ from racer_bench.analysis.quality import LOGPROB_KEY
 from racer_bench.analysis.resummarize import resummarize
 from racer_bench.grid import compose_run
 from racer_bench.paired import STRICT, compare_with_strict
+from racer_bench.resume import pin_measured_choices
 from racer_bench.runner import choose_engine, construct
 
 DATA_PLACEHOLDER = "<data_dir>"  # what scripts/curate.py writes for the data folder
@@ -42,11 +43,12 @@ def run_config(run_dir: Path) -> DictConfig:
     Curated records name no machine path: every ``<data_dir>`` becomes today's data folder and
     every ``~`` the home folder, wherever the recorded (resolved) config holds them.
     """
-    recorded = R.read_json(run_dir / R.MANIFEST_FILE)["config"]
+    manifest = R.read_json(run_dir / R.MANIFEST_FILE)
     today, _ = compose_run([])
-    cfg = OmegaConf.create(_with_paths(recorded, str(today.paths.data_dir)))
+    cfg = OmegaConf.create(_with_paths(manifest["config"], str(today.paths.data_dir)))
     with open_dict(cfg):
         cfg.paths = today.paths
+        pin_measured_choices(cfg, manifest)
     return cfg
 
 
@@ -90,7 +92,7 @@ def add_quality(run_dir: Path, force: bool = False) -> int:
         if cfg.get("num_threads"):
             torch.set_num_threads(int(cfg.num_threads))
         task = construct(cfg.task, "task")
-        target, _ = choose_engine(cfg, construct(cfg.model, "model"))
+        target, _ = choose_engine(cfg)
         prompts = {p.id: p for p in task.load()}
         for record in tqdm(todo, desc=run_dir.name, unit="prompt"):
             record.pop("quality_error", None)

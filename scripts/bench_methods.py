@@ -36,8 +36,8 @@ from racer_bench.bench import (
     method_setup,
     setting_line,
 )
+from racer_bench.engine import engine_choice
 from racer_bench.engine.drafter import NullDrafter
-from racer_bench.engine.engine_choice import choose_auto
 from racer_bench.hardware import LoadMeter
 from racer_bench.models import load_smollm2
 
@@ -84,24 +84,24 @@ def main() -> None:
     parser.add_argument("--cache-dir", default="~/.cache/racer_bench/models")
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--engine", default="auto", help="our loop's engine: auto|eager|fast")
+    parser.add_argument("--dtype", default="auto", help="auto|float32|bfloat16 (auto: measured)")
     parser.add_argument("--eager-ar", action="store_true", help="also our AR on the eager engine")
     parser.add_argument("--prompt-style", default="chat", choices=["chat", "completion"])
     parser.add_argument("--out", default=None, help="write the table (.md) and totals (.json)")
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
-    target = load_smollm2(args.cache_dir)
-    if args.engine == "auto":  # measured once per machine, cached beside the models
-        cache = Path(args.cache_dir).expanduser().parent
-        target, choice = choose_auto(target, cache, lambda: load_smollm2(args.cache_dir))
-    else:
-        choice = {"requested": args.engine, "chosen": target.set_engine(args.engine)}
-    engine = choice["chosen"]
+    cache = Path(args.cache_dir).expanduser().parent  # choices measured once, beside the models
+    target, choice = engine_choice.choose(
+        lambda dtype: load_smollm2(args.cache_dir, dtype=dtype), args.engine, args.dtype, cache,
+        "smollm2_135m",
+    )  # fmt: skip
+    engine, dtype = choice["chosen"], choice["dtype"]
     prompts = humaneval_prompts(target, args.limit, args.prompt_style)
     n = args.max_new_tokens
     runners: dict[str, Runner] = {"ar": loop_runner(target, NullDrafter(), n)}
     if args.hf_generate or not args.no_hf or args.eager_ar:
-        eager = load_smollm2(args.cache_dir) if engine != "eager" else target
+        eager = load_smollm2(args.cache_dir, dtype=dtype) if engine != "eager" else target
         if args.eager_ar and engine != "eager":
             runners["ar_eager"] = loop_runner(eager, NullDrafter(), n)
         if args.hf_generate:
@@ -119,7 +119,7 @@ def main() -> None:
         header = (
             f"smollm2_135m, greedy, HumanEval first {done} ({args.prompt_style} prompts), "
             f"max_new_tokens {n}, {torch.get_num_threads()} CPU threads, our loop on the "
-            f"{engine} engine, {time.time() - start:.0f} s"
+            f"{engine} engine at {dtype}, {time.time() - start:.0f} s"
         )
         table = markdown_table(tallies, base="ar", reference="ar")
         lines = ratio_lines(tallies, args.methods)

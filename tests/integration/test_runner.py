@@ -120,20 +120,23 @@ def test_without_reference_nothing_runs_generate(compose_cfg, tmp_path):
     assert "reference_tokens_per_s" not in summary
 
 
-def test_engine_auto_measures_both_engines_and_records_the_choice(compose_cfg, tmp_path):
+def test_engine_and_dtype_auto_measure_every_pair_and_keep_an_exact_one(compose_cfg, tmp_path):
     cache = tmp_path / "cache"
-    cfg = compose_cfg(*SMOKE, "method=pld", "task.limit=1", "engine=auto",
+    cfg = compose_cfg(*SMOKE, "method=pld", "task.limit=1", "engine=auto", "model.dtype=auto",
                       f"paths.cache_dir={cache}")  # fmt: skip
     run(cfg, tmp_path / "a", {"method": "pld"})
-    choice = json.loads((tmp_path / "a" / "manifest.json").read_text())["engine_choice"]
-    assert choice["requested"] == "auto" and choice["cached"] is False
-    assert set(choice["timings"]) == {"eager", "fast"}
-    assert all(t["ar_step_s"] > 0 and t["tree_step_s"] > 0 for t in choice["timings"].values())
     manifest = json.loads((tmp_path / "a" / "manifest.json").read_text())
-    assert manifest["engine"]["engine"] == choice["chosen"]
+    choice = manifest["engine_choice"]
+    assert choice["requested"] == "auto" and choice["cached"] is False
+    pairs = {f"{e}/{d}" for e in ("eager", "fast") for d in ("float32", "bfloat16")}
+    assert set(choice["candidates"]) == pairs
+    assert all(t["ar_step_s"] > 0 and t["tree_step_s"] > 0 for t in choice["candidates"].values())
+    assert choice["candidates"][f"{choice['chosen']}/{choice['dtype']}"]["exact"] is True
+    assert choice["candidates"]["fast/bfloat16"]["exact"] is True
+    assert manifest["engine"]["engine"] == choice["chosen"] and manifest["dtype"] == choice["dtype"]
     run(cfg, tmp_path / "b", {"method": "pld"})  # same machine and model: from the cache
     again = json.loads((tmp_path / "b" / "manifest.json").read_text())["engine_choice"]
-    assert again["cached"] is True and again["timings"] == choice["timings"]
+    assert again["cached"] is True and again["candidates"] == choice["candidates"]
 
 
 def test_failed_prompt_is_recorded_and_run_goes_on(compose_cfg, tmp_path):

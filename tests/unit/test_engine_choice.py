@@ -1,4 +1,4 @@
-"""engine=auto by measurement: the faster engine wins, the choice is cached per machine."""
+"""engine=auto and dtype=auto by measurement: the fastest exact candidate wins, cached."""
 
 from __future__ import annotations
 
@@ -7,15 +7,18 @@ import json
 import pytest
 
 from racer_bench.engine import engine_choice as E
+from racer_bench.engine import small_gemm
+from racer_bench.models import tiny_random
 
 
 class FakeTarget:
     """Records engine switches; the fast engine cannot be undone, as on a real target."""
 
-    name, dtype, device = "fake", "torch.float32", "cpu"
+    device = "cpu"
 
-    def __init__(self) -> None:
+    def __init__(self, dtype: str = "float32") -> None:
         self.engine = "eager"
+        self.dtype = f"torch.{dtype}"
 
     def set_engine(self, engine: str) -> str:
         assert not (self.engine == "fast" and engine == "eager"), "fast cannot be undone"
@@ -23,59 +26,78 @@ class FakeTarget:
         return engine
 
 
-def fake_timer(speeds: dict[str, float]):
+def fakes(speeds: dict[str, float], exact: set[str]):
+    """A builder, a timer and a prober over (engine/dtype) labels; ``calls`` lists the timed."""
     calls: list[str] = []
 
-    def timer(target) -> dict[str, float]:
-        calls.append(target.engine)
-        return {"ar_step_s": speeds[target.engine], "tree_step_s": 2 * speeds[target.engine]}
+    def name(target: FakeTarget) -> str:
+        return f"{target.engine}/{target.dtype.removeprefix('torch.')}"
 
-    return timer, calls
+    def timer(target: FakeTarget) -> dict[str, float]:
+        calls.append(name(target))
+        return {"ar_step_s": speeds[name(target)], "tree_step_s": 2 * speeds[name(target)]}
+
+    return FakeTarget, timer, (lambda target: name(target) in exact), calls
 
 
-@pytest.mark.parametrize(
-    ("speeds", "winner"),
-    [({"eager": 2.0, "fast": 1.0}, "fast"), ({"eager": 1.0, "fast": 2.0}, "eager")],
-)
-def test_the_faster_engine_is_chosen_and_recorded(tmp_path, speeds, winner) -> None:
-    timer, calls = fake_timer(speeds)
-    rebuilt: list[FakeTarget] = []
+SPEEDS = {"eager/float32": 3.0, "fast/float32": 2.0, "eager/bfloat16": 0.5, "fast/bfloat16": 1.0}
 
-    def rebuild() -> FakeTarget:
-        rebuilt.append(FakeTarget())
-        return rebuilt[-1]
 
-    target, record = E.choose_auto(FakeTarget(), tmp_path, rebuild, timer)
-    assert calls == ["eager", "fast"]
-    assert target.engine == winner and record["chosen"] == winner
-    assert bool(rebuilt) == (winner == "eager")  # a fresh target when eager wins
-    assert record["timings"]["fast"]["tree_step_s"] == 2 * speeds["fast"]
-    assert record["cached"] is False and f"{winner} is faster" in record["why"]
+def choose(tmp_path, engine="auto", dtype="auto", exact=("fast/float32", "fast/bfloat16"),
+           speeds=SPEEDS, name="model"):  # fmt: skip
+    build, timer, prober, calls = fakes(speeds, set(exact))
+    target, record = E.choose(build, engine, dtype, tmp_path, name, "cpu", timer, prober)
+    return target, record, calls
+
+
+def test_the_fastest_exact_candidate_wins_and_is_recorded(tmp_path) -> None:
+    target, record, calls = choose(tmp_path)
+    assert sorted(calls) == sorted(SPEEDS)  # every (engine, dtype) pair timed
+    assert (target.engine, target.dtype) == ("fast", "torch.bfloat16")
+    assert record["chosen"] == "fast" and record["dtype"] == "bfloat16"
+    assert record["candidates"]["eager/bfloat16"]["exact"] is False  # faster, but not exact
+    assert "fast/bfloat16 is the fastest exact candidate" in record["why"]
     saved = json.loads((tmp_path / E.CHOICE_DIR / record["cache_file"]).read_text())
-    assert saved["chosen"] == winner and saved["timings"] == record["timings"]
+    assert saved["candidates"] == record["candidates"] and record["cached"] is False
 
 
-def test_the_choice_is_measured_once_per_machine_and_model(tmp_path) -> None:
-    timer, calls = fake_timer({"eager": 2.0, "fast": 1.0})
-    E.choose_auto(FakeTarget(), tmp_path, FakeTarget, timer)
-    target, record = E.choose_auto(FakeTarget(), tmp_path, FakeTarget, timer)
-    assert calls == ["eager", "fast"]  # the second run reads the cache
-    assert record["cached"] is True and target.engine == "fast"
-    assert record["timings"]["eager"]["ar_step_s"] == 2.0
-    other = FakeTarget()
-    other.name = "other"
-    E.choose_auto(other, tmp_path, FakeTarget, timer)
+def test_without_an_exact_candidate_the_fastest_runs_and_the_reason_says_so(tmp_path) -> None:
+    target, record, _ = choose(tmp_path, exact=())
+    assert (target.engine, record["dtype"]) == ("eager", "bfloat16")
+    assert "no candidate is exact" in record["why"]
+
+
+def test_an_explicit_dtype_or_engine_narrows_the_candidates(tmp_path) -> None:
+    _, record, calls = choose(tmp_path, dtype="float32")
+    assert sorted(calls) == ["eager/float32", "fast/float32"] and record["chosen"] == "fast"
+    _, record, calls = choose(tmp_path, engine="eager", dtype="float32")
+    assert calls == [] and record["chosen"] == "eager" and "requested" in record["why"]
+
+
+def test_the_choice_is_measured_once_per_machine_model_and_request(tmp_path) -> None:
+    choose(tmp_path)
+    target, record, calls = choose(tmp_path)
+    assert calls == [] and record["cached"] is True  # the second run reads the cache
+    assert (target.engine, target.dtype) == ("fast", "torch.bfloat16")
+    _, _, calls = choose(tmp_path, name="other")
     assert len(calls) == 4  # another model is measured again
 
 
 def test_a_gpu_target_keeps_eager_without_measuring(tmp_path) -> None:
-    timer, calls = fake_timer({"eager": 2.0, "fast": 1.0})
-    target = FakeTarget()
-    target.device = "cuda"
-    _, record = E.choose_auto(target, tmp_path, FakeTarget, timer)
+    build, timer, prober, calls = fakes(SPEEDS, set())
+    _, record = E.choose(build, "auto", "float16", tmp_path, "m", "cuda", timer, prober)
     assert calls == [] and record["chosen"] == "eager" and "CPU-only" in record["why"]
+    assert record["dtype"] == "float16"
 
 
 def test_real_timings_on_the_tiny_model(tiny_target) -> None:
     timings = E.engine_timings(tiny_target, reps=2, tree_tokens=4)
     assert timings["ar_step_s"] > 0 and timings["tree_step_s"] > 0
+
+
+@pytest.mark.skipif(small_gemm.unavailable_reason() is not None, reason="no kernels")
+@pytest.mark.parametrize(("engine", "exact"), [("fast", True), ("eager", False)])
+def test_the_probe_tells_the_row_invariant_engine_in_bfloat16(engine, exact) -> None:
+    target = tiny_random(dtype="bfloat16", num_kv_heads=2, init_std=0.05)
+    target.set_engine(engine)
+    assert E.probe_exact(target) is exact
