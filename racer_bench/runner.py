@@ -28,6 +28,7 @@ from racer_bench.engine import engine_choice
 from racer_bench.engine.cost import CostProfile
 from racer_bench.engine.decode import LoopOptions, generate
 from racer_bench.engine.drafter import Drafter, NullDrafter
+from racer_bench.engine.floor import floor_record
 from racer_bench.engine.scheduler import ConfidenceScheduler, FixedScheduler, Scheduler
 from racer_bench.engine.scheduler_settings import SchedulerSettings, settings_of
 from racer_bench.engine.stopping import StopRule
@@ -71,6 +72,8 @@ class Setup:
     profiles: dict[int, CostProfile] = field(default_factory=dict)
     # reference=generate: the eager target transformers' generate() is timed on (else None)
     reference: HFTarget | None = None
+    # the weight-read floor of an AR step on this machine (None off a CPU)
+    floor: dict[str, Any] | None = None
 
 
 @dataclass
@@ -181,8 +184,9 @@ def build(cfg: DictConfig) -> Setup:
     gc.collect()
     gc.freeze()  # model objects never die: keep full collections from pausing decode steps
     options = LoopOptions(max_draft=cfg.max_draft)
+    floor = floor_record(target.model, cfg.paths.cache_dir) if target.device.type == "cpu" else None
     return Setup(cfg, target, task, modes, options, max_new, profile, engine_choice,
-                 reference=reference)  # fmt: skip
+                 reference=reference, floor=floor)  # fmt: skip
 
 
 def reference_target(cfg: DictConfig, target: HFTarget) -> HFTarget | None:
@@ -340,6 +344,7 @@ def run_manifest(setup: Setup, choices: dict[str, str]) -> dict[str, Any]:
             "device": R.device_name(setup.target.device),
             "engine": setup.target.engine_details,
             "engine_choice": setup.engine_choice,
+            "floor": setup.floor,
             "threads": torch.get_num_threads(),
             "seed": cfg.seed,
             "max_new_tokens": setup.max_new_tokens,
@@ -537,6 +542,13 @@ def safe_run_prompt(setup: Setup, prompt: Prompt, index: int) -> dict[str, Any]:
         return failed_record(prompt, index, error)
 
 
+def floor_block(floor: dict[str, Any] | None, ar_step_ms: float | None) -> dict[str, Any]:
+    """The AR step against the weight-read floor (empty without either)."""
+    if not floor or not ar_step_ms:
+        return {}
+    return {"floor_ms": floor["floor_ms"], "ar_step_floor_ratio": ar_step_ms / floor["floor_ms"]}
+
+
 def decode_steps(record: dict[str, Any]) -> int:
     """Decode steps of every mode of one prompt record (0 for a failed prompt); ``generate()``
     (the reference) keeps no steps."""
@@ -572,6 +584,9 @@ def finalize(
     if load is not None:
         summary["load"] = load
         summary["load_warning"] = load.get("warning")
+    summary |= floor_block(setup.floor, summary.get("ar_step_ms"))
+    summary["engine"] = setup.target.engine
+    summary["dtype"] = str(setup.target.dtype).removeprefix("torch.")
     R.write_json(run_dir / R.SUMMARY_FILE, summary)
     save_thread_profiles(setup, run_dir)
     if on_summary:

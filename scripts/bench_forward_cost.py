@@ -2,7 +2,8 @@
 
     python scripts/bench_forward_cost.py --sizes 1 4 8 16 32 64 --reps 20 --threads 2
     python scripts/bench_forward_cost.py --engines eager fast --profile 1 16
-    python scripts/bench_forward_cost.py --engines fast fast:bfloat16 eager:bfloat16
+    python scripts/bench_forward_cost.py --engines eager fast eager:bfloat16 fast:bfloat16 \
+        --sizes 1 4 16 32 --out docs/bench/forward_floor_<machine>
 
 A speculative step pays ``cost(N) = T(N) / T(1)`` for a tree of N nodes and commits MAT
 tokens, so ``speedup ~= MAT / cost(N)``: on a GPU cost(64) is close to 1, on a small CPU it is
@@ -11,17 +12,23 @@ target's own ``forward_tree`` (plus the KV rollback) after a HumanEval prompt, f
 for a wide two-level tree, on every engine given (each on its own copy of the model), all
 sizes and engines interleaved in every repetition, medians reported. ``--profile`` prints a
 ``torch.profiler`` breakdown by op of forwards of the given sizes (tree-shaped), per engine.
+A second table sets each contender's 1-token step against the weight-read floor (weight bytes
+at its dtype / measured read bandwidth, :mod:`racer_bench.engine.floor`); ``--out`` writes
+both tables (.md) and the medians with the hardware fingerprint (.json).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
+from pathlib import Path
 
 import torch
 
-from racer_bench.bench import humaneval_prompts, setting_line
+from racer_bench.bench import bench_record, humaneval_prompts, setting_line
 from racer_bench.engine.cost import time_tree_forward, tree_shape
+from racer_bench.engine.floor import floor_record
 from racer_bench.engine.structs import Draft
 from racer_bench.engine.target import HFTarget
 from racer_bench.hardware import LoadMeter
@@ -80,6 +87,21 @@ def cost_table(medians: dict[tuple[str, str, int], float], engines: list[str], s
     return "\n".join(lines)
 
 
+def floor_table(
+    medians: dict[tuple[str, str, int], float], floors: dict[str, dict], sizes: list[int]
+) -> str:
+    """Markdown: per contender, the floor and the chain steps in ms and as multiples of it."""
+    header = ["contender", "weight MB", "floor ms", *[f"{n}-token ms (x floor)" for n in sizes]]
+    lines = ["| " + " | ".join(header) + " |", "|---|" + "---:|" * (len(header) - 1)]
+    for name, floor in floors.items():
+        cells = [name, f"{floor['weight_bytes'] / 1e6:.0f}", f"{floor['floor_ms']:.1f}"]
+        for n in sizes:
+            ms = medians[(name, "chain", n)] * 1e3
+            cells.append(f"{ms:.1f} ({ms / floor['floor_ms']:.2f}x)")
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def profile(target: HFTarget, root: int, n: int, reps: int = 5, rows: int = 15) -> str:
     """The ops that take the time of a tree-shaped n-token forward (self CPU time)."""
     from torch.profiler import ProfilerActivity
@@ -115,6 +137,7 @@ def main() -> None:
     )
     parser.add_argument("--profile", type=int, nargs="*", default=None, help="sizes to profile")
     parser.add_argument("--cache-dir", default="~/.cache/racer_bench/models")
+    parser.add_argument("--out", default=None, help="write the tables (.md) and medians (.json)")
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -127,18 +150,40 @@ def main() -> None:
     for target in targets.values():
         target.prefill(prompt[:-1])
     root = prompt[-1]
+    floors = {name: floor_record(t.model, Path(args.cache_dir).parent) for name, t in
+              targets.items()}  # fmt: skip
     meter = LoadMeter().start()
     medians = measure(targets, root, args.sizes, args.reps)
+    load = meter.stop()
     threads = torch.get_num_threads()
-    print(f"smollm2_135m (float32 unless named), prompt {len(prompt)} tokens, {threads} "
-          f"threads, {args.reps} interleaved repetitions (medians)")  # fmt: skip
-    print(setting_line(meter.stop()) + "\n")
-    print(cost_table(medians, args.engines, args.sizes))
-    print(f"\ncost = median tree time / median time of a {args.sizes[0]}-token chain forward, "
-          "same engine")  # fmt: skip
+    text = "\n".join([
+        f"smollm2_135m (float32 unless named), prompt {len(prompt)} tokens, {threads} threads, "
+        f"{args.reps} interleaved repetitions (medians)",
+        setting_line(load) + "\n",
+        cost_table(medians, args.engines, args.sizes),
+        f"\ncost = median tree time / median time of a {args.sizes[0]}-token chain forward, "
+        "same engine\n",
+        floor_table(medians, floors, args.sizes),
+        f"\nfloor = weight bytes at the contender's dtype / read bandwidth "
+        f"({next(iter(floors.values()))['bandwidth_gbps']:.1f} GB/s, {threads} threads)",
+    ])  # fmt: skip
+    print(text)
+    if args.out:
+        save(Path(args.out), text, medians, floors, load, args)
     for n in args.profile or []:
         for engine, target in targets.items():
             print(f"\n#### {engine}: {profile(target, root, n)}")
+
+
+def save(out: Path, text: str, medians: dict, floors: dict, load: dict, args) -> None:
+    """The tables as markdown and the medians, floors and fingerprint as JSON."""
+    out.with_suffix(".md").write_text(text + "\n")
+    rows = [{"contender": e, "shape": s, "tokens": n, "median_s": v}
+            for (e, s, n), v in medians.items()]  # fmt: skip
+    record = bench_record({}, load, None, sizes=args.sizes, reps=args.reps,
+                          contenders=args.engines)  # fmt: skip
+    record |= {"medians": rows, "floors": floors}
+    out.with_suffix(".json").write_text(json.dumps(record, indent=2) + "\n")
 
 
 if __name__ == "__main__":

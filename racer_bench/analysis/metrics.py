@@ -55,6 +55,13 @@ def decode_tokens_per_s(records: Sequence[Record], mode: str) -> float:
     return sum(new_tokens(r, mode) for r in records) / time if time > 0 else float("nan")
 
 
+def mean_step_ms(records: Sequence[Record], mode: str = "baseline") -> float:
+    """Mean milliseconds of a verification forward (``t_verify``, verifier included) per step;
+    for the AR baseline, the AR step that every speedup divides by."""
+    times = [t for r in records for t in step_column(r, mode, "t_verify")]
+    return float(np.mean(times)) * 1e3 if times else float("nan")
+
+
 def speedup(records: Sequence[Record], mode: str = "method", base: str = "baseline") -> float:
     """Aggregate speedup = tokens_per_s(mode) / tokens_per_s(base) on the same prompts.
 

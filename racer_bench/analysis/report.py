@@ -64,12 +64,21 @@ def setting_lines(summary: dict[str, Any]) -> list[str]:
     lines = []
     label = (summary.get("hardware") or {}).get("label")
     if label:
-        lines.append(f"measured on: {label} (hardware id {summary['hardware'].get('id')})")
+        where = f"measured on: {label} (hardware id {summary['hardware'].get('id')})"
+        if summary.get("engine") and summary.get("dtype"):
+            where += f", {summary['engine']} engine at {summary['dtype']}"
+        lines.append(where)
+    if summary.get("ar_step_floor_ratio"):
+        lines.append(f"AR step: {summary['ar_step_ms']:.1f} ms, "
+                     f"{summary['ar_step_floor_ratio']:.2f}x the weight-read floor "
+                     f"({summary['floor_ms']:.1f} ms)")  # fmt: skip
     if "reference_identical" in summary:
         n = summary.get("n_prompts", 0)
         same = round(summary["reference_identical"] * n)
-        lines.append(f"generate(): transformers' greedy loop, eager engine, same prompts; "
-                     f"output equal to our AR loop's on {same}/{n}")  # fmt: skip
+        ratio = summary.get("ar_vs_reference")
+        versus = f"; our AR runs at {ratio:.2f}x its tok/s" if ratio else ""
+        lines.append(f"generate(): transformers' greedy loop, eager engine, same prompts and "
+                     f"dtype; output equal to our AR loop's on {same}/{n}{versus}")  # fmt: skip
     if summary.get("load_warning"):
         lines.append(f"WARNING: {summary['load_warning']}")
     return lines

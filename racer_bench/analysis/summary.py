@@ -36,6 +36,7 @@ def speed_block(records: Sequence[Record], has_baseline: bool) -> dict[str, Any]
             "speedup_ci95": [low, high],
             "speedup_mean_per_prompt": float(np.mean(M.per_prompt_speedups(records))),
             "identical": M.identical_rate(records),
+            "ar_step_ms": M.mean_step_ms(records, "baseline"),
         }
     return out | reference_block(records)
 
@@ -49,6 +50,7 @@ def reference_block(records: Sequence[Record]) -> dict[str, Any]:
     out = {"reference_tokens_per_s": M.tokens_per_s(timed, "reference")}
     if any(M.turns(r, "baseline") for r in timed):
         out["reference_identical"] = M.identical_rate(timed, "reference", "baseline")
+        out["ar_vs_reference"] = M.tokens_per_s(timed, "baseline") / out["reference_tokens_per_s"]
     return out
 
 

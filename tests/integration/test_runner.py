@@ -86,6 +86,9 @@ def test_run_records_where_and_under_what_load_it_was_measured(compose_cfg, tmp_
     assert fingerprint["threads"] == manifest["threads"]
     assert manifest["engine_choice"]["chosen"] == "eager"
     assert "requested" in manifest["engine_choice"]["why"]
+    assert manifest["floor"]["floor_ms"] > 0 and manifest["floor"]["bandwidth_gbps"] > 0
+    assert summary["ar_step_ms"] > 0
+    assert summary["ar_step_floor_ratio"] == summary["ar_step_ms"] / manifest["floor"]["floor_ms"]
     assert manifest["git_sha"] is not None and "git_dirty" in manifest
     assert summary["hardware"] == {"id": fingerprint["id"], "label": fingerprint["label"]}
     load = json.loads((tmp_path / "summary.json").read_text())["load"]

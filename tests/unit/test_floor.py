@@ -1,0 +1,47 @@
+"""The weight-read floor: which bytes a step reads, the bandwidth cache, the summary ratio."""
+
+from __future__ import annotations
+
+import json
+
+import torch
+
+from racer_bench.engine import floor
+from racer_bench.models import tiny_random
+from racer_bench.runner import floor_block
+
+
+def test_weight_bytes_skip_an_untied_embedding_and_count_a_tied_one_once() -> None:
+    model = tiny_random(dtype="float32").model  # untied: the embedding is read a row at a time
+    every = sum(p.numel() * 4 for p in model.parameters())
+    embedding = model.get_input_embeddings().weight.numel() * 4
+    assert floor.weight_bytes(model) == every - embedding
+    model.get_output_embeddings().weight = model.get_input_embeddings().weight  # tie them
+    tied = sum(p.numel() * 4 for p in model.parameters())  # parameters() lists it once
+    assert floor.weight_bytes(model) == tied
+    assert floor.weight_bytes(model.to(torch.bfloat16)) == tied // 2
+
+
+def test_bandwidth_is_measured_once_per_machine_and_threads(tmp_path, monkeypatch) -> None:
+    calls = []
+    monkeypatch.setattr(floor, "measure_bandwidth", lambda: calls.append(1) or 20.0)
+    first = floor.bandwidth(tmp_path)
+    again = floor.bandwidth(tmp_path)
+    assert calls == [1] and first["cached"] is False and again["cached"] is True
+    assert again["gbps"] == 20.0
+    (saved,) = (tmp_path / floor.FLOOR_DIR).iterdir()
+    assert json.loads(saved.read_text())["threads"] == torch.get_num_threads()
+
+
+def test_floor_record_and_the_summary_ratio(tmp_path, monkeypatch) -> None:
+    monkeypatch.setattr(floor, "measure_bandwidth", lambda: 1.0)  # 1 GB/s: 1 ms per MB
+    model = tiny_random(dtype="float32").model
+    record = floor.floor_record(model, tmp_path)
+    assert record["floor_ms"] == floor.weight_bytes(model) / 1e6
+    block = floor_block(record, 2 * record["floor_ms"])
+    assert block["ar_step_floor_ratio"] == 2.0 and block["floor_ms"] == record["floor_ms"]
+    assert floor_block(None, 3.0) == {} and floor_block(record, None) == {}
+
+
+def test_a_real_bandwidth_measure_is_positive() -> None:
+    assert floor.measure_bandwidth(buffer_bytes=8 << 20, passes=2) > 0
