@@ -192,6 +192,34 @@ def matmul(x: torch.Tensor, packed: torch.Tensor, n: int) -> torch.Tensor:
     return y
 
 
+class PackedWeight:
+    """A weight [N, K] packed for the kernel that suits its dtype (bf16 pairs, else widening)."""
+
+    def __init__(self, weight: torch.Tensor) -> None:
+        self.n, self.k = weight.shape
+        self.pairs = uses_pairs(weight)
+        self.packed = pack_pairs(weight) if self.pairs else pack(weight)
+
+    def __call__(self, rows: torch.Tensor) -> torch.Tensor:
+        """``rows @ W.T`` for rows [M, K] in the weight's dtype -> float32 [M, N]."""
+        profiling = torch.autograd._profiler_enabled()  # ctypes calls are invisible to it
+        with record_function("racer_bench::small_gemm") if profiling else nullcontext():
+            if self.pairs:
+                return matmul_pairs(rows, self.packed, self.n)
+            return matmul(rows.float(), self.packed, self.n)
+
+
+def takes_kernel(x: torch.Tensor, weight: torch.Tensor) -> bool:
+    """Whether ``x @ weight.T`` goes through the kernel (else ``F.linear``): same dtype, CPU, at
+    most :data:`MAX_ROWS` rows, no gradients."""
+    return (
+        x.dtype == weight.dtype
+        and x.device.type == "cpu"
+        and x.numel() <= MAX_ROWS * x.shape[-1]
+        and not (torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad))
+    )
+
+
 class PackedLinear(nn.Module):
     """A drop-in for an ``nn.Linear`` (same ``weight``/``bias`` parameters) using the kernel.
 
@@ -207,32 +235,20 @@ class PackedLinear(nn.Module):
         self.in_features, self.out_features = linear.in_features, linear.out_features
         self.weight = linear.weight
         self.bias = linear.bias
-        self.pairs = uses_pairs(linear.weight)
-        self._packed = pack_pairs(linear.weight) if self.pairs else pack(linear.weight)
+        self._packed = PackedWeight(linear.weight)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """FloatTensor[..., in_features] -> FloatTensor[..., out_features]."""
-        if (
-            x.dtype != self.weight.dtype
-            or x.device.type != "cpu"
-            or x.numel() > MAX_ROWS * self.in_features
-            or (torch.is_grad_enabled() and (x.requires_grad or self.weight.requires_grad))
-        ):
+        if not takes_kernel(x, self.weight):
             return F.linear(x, self.weight, self.bias)
-        # ctypes calls are invisible to torch.profiler: name them while it records
-        profiling = torch.autograd._profiler_enabled()
-        with record_function("racer_bench::small_gemm") if profiling else nullcontext():
-            rows = x.reshape(-1, self.in_features)
-            if self.pairs:
-                y = matmul_pairs(rows, self._packed, self.out_features)
-            else:
-                y = matmul(rows.float(), self._packed, self.out_features)
+        y = self._packed(x.reshape(-1, self.in_features))
         if self.bias is not None:
             y += self.bias
         return y.view(*x.shape[:-1], self.out_features).to(x.dtype)
 
     def extra_repr(self) -> str:
-        kernel = "bf16 pairs" if self.pairs else str(self.weight.dtype).removeprefix("torch.")
+        pairs = self._packed.pairs
+        kernel = "bf16 pairs" if pairs else str(self.weight.dtype).removeprefix("torch.")
         return f"in_features={self.in_features}, out_features={self.out_features}, {kernel}"
 
 

@@ -7,7 +7,8 @@ Two engines run the same transformers model code (:meth:`HFTarget.set_engine`):
 
 * ``eager``: transformers as it comes: ``F.linear``, SDPA with ``repeat_kv``, ``DynamicCache``.
 * ``fast``: every CPU linear layer (float32, bfloat16, float16) through the packed small-M GEMM
-  (:mod:`racer_bench.engine.small_gemm`), row-invariant attention for every decode and tree
+  (:mod:`racer_bench.engine.small_gemm`; q/k/v and gate/up as one GEMM each,
+  :mod:`racer_bench.engine.fused_linears`), row-invariant attention for every decode and tree
   step (:mod:`racer_bench.engine.row_attention`), and a preallocated KV cache compacted in
   place (:mod:`racer_bench.engine.kv_cache`). Sliding-window layers get their window from the
   masks built here, one per layer type. Both kernels compute each token's row alone, in a fixed
@@ -27,7 +28,7 @@ from typing import Any, Literal, get_args
 
 import torch
 
-from racer_bench.engine import kv_cache, row_attention, small_gemm
+from racer_bench.engine import fused_linears, kv_cache, row_attention, small_gemm
 from racer_bench.engine.structs import Draft
 from racer_bench.engine.tree import ancestor_mask, is_chain, node_depths
 from racer_bench.errors import ConfigError
@@ -131,6 +132,7 @@ class HFTarget:
         if self.engine == "fast":
             raise ConfigError("engine=eager: this target already runs the fast engine")
         why = small_gemm.unavailable_reason() if self.device.type == "cpu" else "not a CPU"
+        fused = fused_linears.fuse_siblings(self.model) if why is None else 0
         packed = small_gemm.pack_linears(self.model) if why is None else 0
         self.head = self.model.get_output_embeddings()
         impl = getattr(self.model.config, "_attn_implementation", None)
@@ -140,6 +142,7 @@ class HFTarget:
         self.engine_details = {
             "engine": "fast",
             "packed_linears": packed,
+            "fused_groups": fused,
             "small_gemm": "unavailable: " + why if why else "on",
             "attention": getattr(self.model.config, "_attn_implementation", None),
             "kv_cache": "preallocated",
