@@ -81,6 +81,19 @@ class PreallocatedLayer(DynamicLayer):
         self.values = self._values[..., : self.length, :]
 
 
+def reserve(layer: Any, end: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Grow ``layer`` (an initialised :class:`PreallocatedLayer`) to ``end`` positions and
+    return its whole key and value buffers [B, H_kv, capacity, D], for a kernel that writes the
+    new rows itself (:mod:`racer_bench.engine.native_llama`)."""
+    if not isinstance(layer, PreallocatedLayer) or not layer.is_initialized:
+        raise TypeError("reserve needs an initialised PreallocatedLayer (prefill first)")
+    if end > layer._keys.shape[-2]:
+        layer._grow(end)
+    layer.length = end
+    layer._set_views()
+    return layer._keys, layer._values
+
+
 def _buffer_shape(states: torch.Tensor, capacity: int) -> tuple[int, ...]:
     return (*states.shape[:-2], capacity, states.shape[-1])
 

@@ -1,7 +1,8 @@
 """Small-M GEMM for CPU verification forwards: ``csrc/small_gemm.c``, compiled once, via ctypes.
 
 The same library holds the row-invariant attention kernel (``csrc/row_attention.c``,
-:mod:`racer_bench.engine.row_attention`): one build, one cache entry, one ABI check.
+:mod:`racer_bench.engine.row_attention`) and the one-call Llama layer (``csrc/decoder_layer.c``,
+:mod:`racer_bench.engine.native_llama`): one build, one cache entry, one ABI check.
 
 Why a kernel of our own: on the 2-core AVX2 reference machine, MKL's sgemm behind
 ``F.linear`` runs 2-16-row products (the shape of a speculative step) at a third of the
@@ -36,7 +37,7 @@ from torch import nn
 from torch.profiler import record_function
 
 SOURCE = Path(__file__).parent / "csrc" / "small_gemm.c"
-SOURCES = (SOURCE, SOURCE.with_name("row_attention.c"))
+SOURCES = (SOURCE, SOURCE.with_name("row_attention.c"), SOURCE.with_name("decoder_layer.c"))
 FLAGS = ("-O3", "-mavx2", "-mfma", "-mf16c", "-fopenmp", "-shared", "-fPIC")
 PANEL = 16  # output columns per packed panel (NR in the C source)
 ABI_VERSION = 4

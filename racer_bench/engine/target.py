@@ -13,7 +13,9 @@ Two engines run the same transformers model code (:meth:`HFTarget.set_engine`):
   place (:mod:`racer_bench.engine.kv_cache`). Sliding-window layers get their window from the
   masks built here, one per layer type. Both kernels compute each token's row alone, in a fixed
   order, so a tree node's logits equal bit for bit those of the AR step over the same prefix, at
-  every dtype (the row-invariance tests in ``tests/integration/test_row_invariance.py``).
+  every dtype (the row-invariance tests in ``tests/integration/test_row_invariance.py``). For
+  Llama models, decode steps skip transformers' modules: one C call per layer
+  (:mod:`racer_bench.engine.native_llama`; prefills keep transformers' forward).
   ``eager`` is not row-invariant: library GEMMs and SDPA tile by the shapes they are given.
 
 ``auto`` picks ``fast`` on a CPU and ``eager`` elsewhere (the GEMM is a CPU kernel; the other
@@ -23,12 +25,13 @@ two parts are device-neutral but unmeasured on GPUs, so GPUs keep transformers' 
 from __future__ import annotations
 
 import inspect
+import os
 from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
 import torch
 
-from racer_bench.engine import fused_linears, kv_cache, row_attention, small_gemm
+from racer_bench.engine import fused_linears, kv_cache, native_llama, row_attention, small_gemm
 from racer_bench.engine.structs import Draft
 from racer_bench.engine.tree import ancestor_mask, is_chain, node_depths
 from racer_bench.errors import ConfigError
@@ -117,6 +120,7 @@ class HFTarget:
         self._window = getattr(text, "sliding_window", None)
         self.engine = "eager"
         self.engine_details: dict[str, Any] = {"engine": "eager"}
+        self.native: native_llama.NativeLlama | None = None
 
     def set_engine(self, engine: str) -> str:
         """Switch to ``auto`` / ``eager`` / ``fast`` (see the module docstring); returns the engine.
@@ -139,6 +143,10 @@ class HFTarget:
         if impl == "sdpa":
             self.model.set_attn_implementation(row_attention.register())
         self.engine = "fast"
+        native_off = native_llama.unsupported(self.model) if why is None else why
+        if os.environ.get(native_llama.OFF_ENV):
+            native_off = f"{native_llama.OFF_ENV} is set"
+        self.native = native_llama.NativeLlama(self.model) if native_off is None else None
         self.engine_details = {
             "engine": "fast",
             "packed_linears": packed,
@@ -146,6 +154,7 @@ class HFTarget:
             "small_gemm": "unavailable: " + why if why else "on",
             "attention": getattr(self.model.config, "_attn_implementation", None),
             "kv_cache": "preallocated",
+            "native_layers": "on" if native_off is None else f"off: {native_off}",
         }
         return engine
 
@@ -215,23 +224,38 @@ class HFTarget:
             tokens += aux.tokens.tolist()
         input_ids = torch.tensor([tokens], dtype=torch.long, device=self.device)
         positions = torch.tensor([_offsets(draft)], dtype=torch.long, device=self.device) + past
-        mask = None
-        if aux is not None or not is_chain(draft.parents.tolist()):
-            mask = self._tree_masks(draft, past)
-        out = self.body(
-            input_ids=input_ids,
-            attention_mask=mask,
-            position_ids=positions,
-            use_cache=True,
-            output_hidden_states=bool(hidden and hidden_layers),
-            **self._cache_kwarg(),
-        )
-        logits = self.logits(out.last_hidden_state[0])
+        tree = aux is not None or not is_chain(draft.parents.tolist())
+        if self.native is not None and len(tokens) <= native_llama.MAX_ROWS and not hidden_layers:
+            visible = self._visible(draft, past, len(tokens), tree)
+            last = self.native.forward(self.cache, input_ids[0], positions[0], visible)
+            feats = last if hidden else None
+        else:
+            out = self.body(
+                input_ids=input_ids,
+                attention_mask=self._tree_masks(draft, past) if tree else None,
+                position_ids=positions,
+                use_cache=True,
+                output_hidden_states=bool(hidden and hidden_layers),
+                **self._cache_kwarg(),
+            )
+            last = out.last_hidden_state[0]
+            feats = features(out, hidden_layers) if hidden else None
+        logits = self.logits(last)
         return StepLogits(
             logits=logits[: n + 1],
             aux_logits=logits[n + 1 :] if aux is not None else None,
-            hidden=features(out, hidden_layers) if hidden else None,
+            hidden=feats,
         )
+
+    def _visible(self, draft: Draft, past: int, t: int, tree: bool) -> torch.Tensor | None:
+        """uint8 [T, past + T]: the keys each token of the step sees (None: one token, all)."""
+        if t == 1:
+            return None
+        if tree:
+            mask = tree_attention_mask(draft, past, torch.float32, torch.device("cpu"))
+            return (mask[0, 0] == 0).to(torch.uint8).contiguous()
+        cols = torch.arange(past + t)
+        return (cols[None, :] <= past + torch.arange(t)[:, None]).to(torch.uint8).contiguous()
 
     def _tree_masks(self, draft: Draft, past: int) -> torch.Tensor | dict[str, torch.Tensor]:
         """The tree mask, or one per layer type when the fast engine serves sliding windows.

@@ -107,3 +107,28 @@ def test_engine_names_are_checked() -> None:
     assert target.set_engine("auto") == "fast"  # a CPU target
     with pytest.raises(ConfigError, match="already runs the fast engine"):
         target.set_engine("eager")
+
+
+@pytest.mark.skipif(small_gemm.unavailable_reason() is not None, reason="no small GEMM kernel")
+@pytest.mark.parametrize(("dtype", "atol"), [("float32", 1e-4), ("bfloat16", 0.1)])
+def test_native_llama_layers_follow_transformers_modules(dtype, atol) -> None:
+    """The one-call layers give a tree step the logits transformers' modules give it, within
+    the dtype's rounding (they round in the same places, in another order)."""
+    target = fast_target(dtype=dtype, init_std=0.05)
+    assert target.engine_details["native_layers"] == "on"
+    prompt = list(b"native layers against transformers' own modules")
+    got = []
+    for native in (target.native, None):
+        target.native = native
+        target.prefill(prompt[:-1])
+        got.append(target.forward_tree(prompt[-1], TREE).logits)
+    torch.testing.assert_close(got[0], got[1], rtol=0, atol=atol)
+    assert torch.equal(got[0].argmax(-1), got[1].argmax(-1))
+
+
+def test_native_layers_are_off_where_unsupported(monkeypatch) -> None:
+    gemma = fast_target(architecture="gemma3", num_layers=2, dtype="bfloat16")
+    assert gemma.native is None and "gemma3" in gemma.engine_details["native_layers"]
+    monkeypatch.setenv("RACER_BENCH_NO_NATIVE_LAYERS", "1")
+    llama = fast_target(dtype="bfloat16")
+    assert llama.native is None and "is set" in llama.engine_details["native_layers"]

@@ -148,8 +148,8 @@ typedef struct {
 /*
  * Rows are split into ceil(m / 6) blocks of near-equal size (16 = 6 + 5 + 5, 8 = 4 + 4): a
  * block of r rows keeps r * NP independent accumulator chains per 16 columns. Panels are split
- * into one near-equal chunk per thread, each walked NP panels at a time (the last group of a
- * chunk with fewer).
+ * into one near-equal chunk per thread, walked a group of NP panels at a time (the last group of
+ * a chunk with fewer); every block of rows reads a group before the next group is loaded.
  */
 static void drive(const kernel *kn, const void *x, const void *packed, float *y, long m, long n,
                   long k) {
@@ -162,16 +162,20 @@ static void drive(const kernel *kn, const void *x, const void *packed, float *y,
 FOR_EACH_GROUP
     for (long c = 0; c < chunks; c++) {
         long lo = panels * c / chunks, hi = panels * (c + 1) / chunks;
-        for (long b = 0; b < blocks; b++) {
-            long start = b * base + (b < extra ? b : extra);
-            long rows = base + (b < extra ? 1 : 0), np = kn->np[rows];
-            for (long first = lo; first < hi; first += np) {
-                long count = hi - first < np ? hi - first : np;
-                const char *panel = wb + first * k * NR * kn->w_size;
+        long group = kn->np[base + (extra ? 1 : 0)];
+        /* group-major: a group's panels stay in cache while every block of rows reads them */
+        for (long g = lo; g < hi; g += group) {
+            long g_end = hi - g < group ? hi : g + group;
+            for (long b = 0; b < blocks; b++) {
+                long start = b * base + (b < extra ? b : extra);
+                long rows = base + (b < extra ? 1 : 0), np = kn->np[rows];
                 const char *xs = xb + start * k * kn->x_size;
-                float *out = y + start * n + first * NR;
-                long cols = n - first * NR;
-                kn->blocks[rows][count](xs, k, panel, out, n, cols);
+                for (long first = g; first < g_end; first += np) {
+                    long count = g_end - first < np ? g_end - first : np;
+                    const char *panel = wb + first * k * NR * kn->w_size;
+                    kn->blocks[rows][count](xs, k, panel, y + start * n + first * NR, n,
+                                            n - first * NR);
+                }
             }
         }
     }
