@@ -165,9 +165,19 @@ def profile_key(target: Any, context: int = DEFAULT_CONTEXT) -> dict[str, Any]:
         "device": device_name,
         "threads": torch.get_num_threads(),
         "torch": torch.__version__,
-        "engine": str(getattr(target, "engine", "eager")),
+        "engine": engine_version(target),
         "context": int(context),
     }
+
+
+def engine_version(target: Any) -> str:
+    """``eager``, or ``fast-<kernel sources hash>`` (a changed kernel is a new engine)."""
+    engine = str(getattr(target, "engine", "eager"))
+    if engine != "fast":
+        return engine
+    from racer_bench.engine.small_gemm import source_digest
+
+    return f"fast-{source_digest()}"
 
 
 def cache_path(cache_dir: Path | str, key: dict[str, Any]) -> Path:

@@ -26,6 +26,7 @@ import torch
 
 from racer_bench import hardware
 from racer_bench.engine import cost as C
+from racer_bench.engine.small_gemm import source_digest
 
 ENGINES = ("eager", "fast")
 CPU_DTYPES = ("float32", "bfloat16")
@@ -127,9 +128,11 @@ def measure(
 
 
 def cache_file(cache_dir: Path | str, name: str, request: str) -> Path:
-    """``<cache_dir>/engine_choice/<hardware id>-<model>-<request>-t<threads>.json``."""
+    """``<cache_dir>/engine_choice/<hardware id>-<model>-<request>-t<threads>-k<kernels>.json``
+    (kernels: the hash of the fast engine's C sources, so a changed kernel is measured again)."""
     fp = hardware.fingerprint(torch.get_num_threads())
-    stem = f"{fp['id']}-{name}-{request}-t{torch.get_num_threads()}".replace("/", "_")
+    threads = torch.get_num_threads()
+    stem = f"{fp['id']}-{name}-{request}-t{threads}-k{source_digest()}".replace("/", "_")
     return Path(cache_dir).expanduser() / CHOICE_DIR / f"{stem}.json"
 
 

@@ -79,9 +79,9 @@ def _load() -> tuple[ctypes.CDLL | None, str | None]:
     compiler = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
     if compiler is None:
         return None, "no C compiler found (set CC or install gcc)"
-    source = b"".join(path.read_bytes() for path in SOURCES)
     flags = build_flags()
-    digest = hashlib.sha256(source + " ".join((compiler, *flags)).encode()).hexdigest()[:16]
+    digest = hashlib.sha256(source_digest().encode() + " ".join((compiler, *flags)).encode())
+    digest = digest.hexdigest()[:16]
     path = kernel_dir() / f"small_gemm-{digest}.so"
     if not path.exists():
         error = _compile(compiler, flags, path)
@@ -120,6 +120,13 @@ def _compile(compiler: str, flags: tuple[str, ...], path: Path) -> str | None:
             return f"compiling {SOURCE.name} failed: {first}"
         os.replace(out, path)
     return None
+
+
+@functools.cache
+def source_digest() -> str:
+    """A short hash of the kernels' C sources: measurements cached per machine (engine choice,
+    cost curves) are keyed by it, so a changed kernel is measured again."""
+    return hashlib.sha256(b"".join(path.read_bytes() for path in SOURCES)).hexdigest()[:8]
 
 
 def unavailable_reason() -> str | None:

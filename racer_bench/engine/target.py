@@ -152,6 +152,7 @@ class HFTarget:
             "packed_linears": packed,
             "fused_groups": fused,
             "small_gemm": "unavailable: " + why if why else "on",
+            "kernels": small_gemm.source_digest(),
             "attention": getattr(self.model.config, "_attn_implementation", None),
             "kv_cache": "preallocated",
             "native_layers": "on" if native_off is None else f"off: {native_off}",
