@@ -38,6 +38,7 @@ from torch.profiler import record_function
 
 SOURCE = Path(__file__).parent / "csrc" / "small_gemm.c"
 SOURCES = (SOURCE, SOURCE.with_name("row_attention.c"), SOURCE.with_name("decoder_layer.c"))
+HEADERS = (SOURCE.with_name("simd.h"),)
 FLAGS = ("-O3", "-mavx2", "-mfma", "-mf16c", "-fopenmp", "-shared", "-fPIC")
 PANEL = 16  # output columns per packed panel (NR in the C source)
 ABI_VERSION = 4
@@ -126,7 +127,8 @@ def _compile(compiler: str, flags: tuple[str, ...], path: Path) -> str | None:
 def source_digest() -> str:
     """A short hash of the kernels' C sources: measurements cached per machine (engine choice,
     cost curves) are keyed by it, so a changed kernel is measured again."""
-    return hashlib.sha256(b"".join(path.read_bytes() for path in SOURCES)).hexdigest()[:8]
+    blob = b"".join(path.read_bytes() for path in (*SOURCES, *HEADERS))
+    return hashlib.sha256(blob).hexdigest()[:8]
 
 
 def unavailable_reason() -> str | None:

@@ -13,12 +13,11 @@
  * operation is per row in a fixed order (the GEMMs and attention are row-invariant), so a
  * tree step gives each token bit for bit what a 1-token step gives it.
  */
-#include <immintrin.h>
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
 
-enum { T_F32 = 0, T_BF16 = 1, T_F16 = 2 };
+#include "simd.h"
 
 /* The GEMMs and attention of this library (small_gemm.c, row_attention.c). */
 void small_gemm_typed(const float *x, const void *packed, float *y, long m, long n, long k,
@@ -48,61 +47,31 @@ typedef struct {
     long cache_head, cache_row; /* element strides */
 } layer_params;
 
-/* ---- dtype rounding: float32 -> dtype -> float32, round to nearest even as torch does ---- */
-
-static inline uint16_t to_bf16(float value) {
-    uint32_t bits;
-    memcpy(&bits, &value, 4);
-    if ((bits & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((bits >> 16) | 0x40); /* NaN */
-    bits += 0x7fffu + ((bits >> 16) & 1u);
-    return (uint16_t)(bits >> 16);
-}
-
-static inline float from_bf16(uint16_t half) {
-    uint32_t bits = (uint32_t)half << 16;
-    float value;
-    memcpy(&value, &bits, 4);
-    return value;
-}
-
-static inline float load_as_f32(const void *base, long i, int dtype) {
-    if (dtype == T_BF16) return from_bf16(((const uint16_t *)base)[i]);
-    if (dtype == T_F16) return _cvtsh_ss(((const uint16_t *)base)[i]);
-    return ((const float *)base)[i];
-}
-
-static inline void store_from_f32(void *base, long i, float value, int dtype) {
-    if (dtype == T_BF16)
-        ((uint16_t *)base)[i] = to_bf16(value);
-    else if (dtype == T_F16)
-        ((uint16_t *)base)[i] = _cvtss_sh(value, _MM_FROUND_TO_NEAREST_INT);
-    else
-        ((float *)base)[i] = value;
-}
-
-/* value rounded to dtype, kept in float32 */
-static inline float round_to(float value, int dtype) {
-    if (dtype == T_BF16) return from_bf16(to_bf16(value));
-    if (dtype == T_F16) return _cvtsh_ss(_cvtss_sh(value, _MM_FROUND_TO_NEAREST_INT));
-    return value;
-}
-
 /* ---- the steps ---- */
 
-/* out[t] = weight * round(x[t] * rsqrt(mean(x[t]^2) + eps)) in dtype (LlamaRMSNorm). */
+/* out[t] = weight * round(x[t] * rsqrt(mean(x[t]^2) + eps)) in dtype (LlamaRMSNorm); the sum of
+ * squares in 8 lanes and a fixed fold, then the tail. */
 static void rms_norm(const void *x, const void *weight, float *out, long t, long n, float eps,
                      int dtype) {
 #pragma omp parallel for if (t > 1) schedule(static)
     for (long r = 0; r < t; r++) {
-        float sum = 0.0f;
-        for (long i = 0; i < n; i++) {
-            float v = load_as_f32(x, r * n + i, dtype);
-            sum += v * v;
+        __m256 acc = _mm256_setzero_ps();
+        long i = 0;
+        for (; i + 8 <= n; i += 8) {
+            __m256 v = load8(x, r * n + i, dtype);
+            acc = _mm256_fmadd_ps(v, v, acc);
         }
-        float inv = 1.0f / sqrtf(sum / (float)n + eps);
-        for (long i = 0; i < n; i++) {
-            float normed = round_to(load_as_f32(x, r * n + i, dtype) * inv, dtype);
-            out[r * n + i] = round_to(load_as_f32(weight, i, dtype) * normed, dtype);
+        float sum = fold8(acc);
+        for (long j = i; j < n; j++) sum = fmaf(load1(x, r * n + j, dtype), load1(x, r * n + j, dtype), sum);
+        __m256 inv = _mm256_set1_ps(1.0f / sqrtf(sum / (float)n + eps));
+        for (i = 0; i + 8 <= n; i += 8) {
+            __m256 normed = round8(_mm256_mul_ps(load8(x, r * n + i, dtype), inv), dtype);
+            _mm256_storeu_ps(out + r * n + i,
+                             round8(_mm256_mul_ps(load8(weight, i, dtype), normed), dtype));
+        }
+        for (; i < n; i++) {
+            float normed = round1(load1(x, r * n + i, dtype) * _mm256_cvtss_f32(inv), dtype);
+            out[r * n + i] = round1(load1(weight, i, dtype) * normed, dtype);
         }
     }
 }
@@ -112,14 +81,18 @@ static void rms_norm(const void *x, const void *weight, float *out, long t, long
 static void gemm(const gemm_weight *w, const float *xs, uint16_t *narrow, float *y, long t,
                  int dtype) {
     if (w->pairs) {
-        for (long i = 0; i < t * w->k; i++) narrow[i] = to_bf16(xs[i]);
+        long i = 0, count = t * w->k;
+        for (; i + 8 <= count; i += 8) store8(narrow, i, _mm256_loadu_ps(xs + i), T_BF16);
+        for (; i < count; i++) narrow[i] = bf16_bits(xs[i]);
         small_gemm_bf16_pairs(narrow, w->packed, y, t, w->n, w->k);
     } else {
         small_gemm_typed(xs, w->packed, y, t, w->n, w->k, dtype);
     }
 }
 
-/* x * cos + rotate_half(x) * sin over one head [dim] (values already rounded to dtype). */
+/* x = round(round(x * cos) + round(rotate_half(x) * sin)) over one head [dim] (values already
+ * rounded to dtype), 8 columns at a time (dim is even; a half of 4 or more columns is split in
+ * whole vectors when half % 8 == 0, else the scalar loop runs). */
 static void rotate(float *x, const float *cos, const float *sin, long dim, int dtype) {
     long half = dim / 2;
     float rotated[512];
@@ -127,12 +100,45 @@ static void rotate(float *x, const float *cos, const float *sin, long dim, int d
         rotated[i] = -x[i + half];
         rotated[i + half] = x[i];
     }
-    for (long i = 0; i < dim; i++)
-        x[i] = round_to(round_to(x[i] * cos[i], dtype) + round_to(rotated[i] * sin[i], dtype),
-                        dtype);
+    long i = 0;
+    for (; i + 8 <= dim; i += 8) {
+        __m256 a = round8(_mm256_mul_ps(_mm256_loadu_ps(x + i), _mm256_loadu_ps(cos + i)), dtype);
+        __m256 b = round8(_mm256_mul_ps(_mm256_loadu_ps(rotated + i), _mm256_loadu_ps(sin + i)),
+                          dtype);
+        _mm256_storeu_ps(x + i, round8(_mm256_add_ps(a, b), dtype));
+    }
+    for (; i < dim; i++)
+        x[i] = round1(round1(x[i] * cos[i], dtype) + round1(rotated[i] * sin[i], dtype), dtype);
 }
 
-static inline float silu(float x) { return x / (1.0f + expf(-x)); }
+/* silu(g) = g / (1 + exp(-g)), then the gated product: round(round(silu(round(g))) * round(u)). */
+static void gated(const float *gate, const float *up, float *out, long n, int dtype) {
+    long i = 0;
+    const __m256 one = _mm256_set1_ps(1.0f);
+    for (; i + 8 <= n; i += 8) {
+        __m256 g = round8(_mm256_loadu_ps(gate + i), dtype);
+        __m256 e = exp8(_mm256_sub_ps(_mm256_setzero_ps(), g));
+        __m256 act = round8(_mm256_div_ps(g, _mm256_add_ps(one, e)), dtype);
+        _mm256_storeu_ps(out + i, round8(_mm256_mul_ps(act, round8(_mm256_loadu_ps(up + i), dtype)),
+                                         dtype));
+    }
+    for (; i < n; i++) {
+        float tail[8] = {0}, g = round1(gate[i], dtype);
+        tail[0] = -g;
+        _mm256_storeu_ps(tail, exp8(_mm256_loadu_ps(tail)));
+        float act = round1(g / (1.0f + tail[0]), dtype);
+        out[i] = round1(act * round1(up[i], dtype), dtype);
+    }
+}
+
+/* h = round(h + round(delta)) over t * n values. */
+static void residual(void *h, const float *delta, long count, int dtype) {
+    long i = 0;
+    for (; i + 8 <= count; i += 8)
+        store8(h, i, _mm256_add_ps(load8(h, i, dtype), round8(_mm256_loadu_ps(delta + i), dtype)),
+               dtype);
+    for (; i < count; i++) store1(h, i, load1(h, i, dtype) + round1(delta[i], dtype), dtype);
+}
 
 /*
  * h: [t, hidden] in dtype, updated in place. past: cached positions before this step (the
@@ -165,7 +171,10 @@ void decoder_layer(const layer_params *p, void *h, long t, long past, const floa
 #pragma omp parallel for if (t > 1) schedule(static)
     for (long r = 0; r < t; r++) {
         float *row = wide + r * qkv_width;
-        for (long i = 0; i < qkv_width; i++) row[i] = round_to(row[i], dt);
+        long i = 0;
+        for (; i + 8 <= qkv_width; i += 8)
+            _mm256_storeu_ps(row + i, round8(_mm256_loadu_ps(row + i), dt));
+        for (; i < qkv_width; i++) row[i] = round1(row[i], dt);
         for (long head = 0; head < p->heads; head++) {
             rotate(row + head * hd, cos + r * hd, sin + r * hd, hd, dt);
             memcpy(q + r * q_width + head * hd, row + head * hd, sizeof(float) * hd);
@@ -173,38 +182,40 @@ void decoder_layer(const layer_params *p, void *h, long t, long past, const floa
         for (long head = 0; head < p->kv_heads; head++) {
             float *key = row + q_width + head * hd, *value = key + kv_width;
             rotate(key, cos + r * hd, sin + r * hd, hd, dt);
-            long at = head * p->cache_head + (past + r) * p->cache_row;
-            for (long i = 0; i < hd; i++) {
-                store_from_f32(p->k_cache, at + i, key[i], dt);
-                store_from_f32(p->v_cache, at + i, value[i], dt);
+            long at = head * p->cache_head + (past + r) * p->cache_row, d = 0;
+            for (; d + 8 <= hd; d += 8) {
+                store8(p->k_cache, at + d, _mm256_loadu_ps(key + d), dt);
+                store8(p->v_cache, at + d, _mm256_loadu_ps(value + d), dt);
+            }
+            for (; d < hd; d++) {
+                store1(p->k_cache, at + d, key[d], dt);
+                store1(p->v_cache, at + d, value[d], dt);
             }
         }
     }
     row_attention(q, p->k_cache, p->v_cache, attn, visible, t, p->heads, p->kv_heads, past + t,
                   hd, p->cache_head, p->cache_row, p->cache_head, p->cache_row, p->scale, dt);
-    for (long i = 0; i < t * q_width; i++) attn[i] = round_to(attn[i], dt);
+    long i = 0;
+    for (; i + 8 <= t * q_width; i += 8)
+        _mm256_storeu_ps(attn + i, round8(_mm256_loadu_ps(attn + i), dt));
+    for (; i < t * q_width; i++) attn[i] = round1(attn[i], dt);
     gemm(&p->o, attn, narrow, proj, t, dt);
-    for (long i = 0; i < t * p->hidden; i++)
-        store_from_f32(h, i, load_as_f32(h, i, dt) + round_to(proj[i], dt), dt);
+    residual(h, proj, t * p->hidden, dt);
 
     rms_norm(h, p->norm2, normed, t, p->hidden, p->eps, dt);
     gemm(&p->gate_up, normed, narrow, wide, t, dt);
 #pragma omp parallel for if (t > 1) schedule(static)
     for (long r = 0; r < t; r++) {
-        const float *gate = wide + r * 2 * p->inter, *up = gate + p->inter;
-        for (long i = 0; i < p->inter; i++) {
-            float g = round_to(silu(round_to(gate[i], dt)), dt);
-            act[r * p->inter + i] = round_to(g * round_to(up[i], dt), dt);
-        }
+        const float *gate = wide + r * 2 * p->inter;
+        gated(gate, gate + p->inter, act + r * p->inter, p->inter, dt);
     }
     gemm(&p->down, act, narrow, proj, t, dt);
-    for (long i = 0; i < t * p->hidden; i++)
-        store_from_f32(h, i, load_as_f32(h, i, dt) + round_to(proj[i], dt), dt);
+    residual(h, proj, t * p->hidden, dt);
 }
 
 /* The model's final norm: out[t, n] (dtype) = RMSNorm(h) with `weight`. */
 void final_norm(const void *h, const void *weight, void *out, long t, long n, float eps,
                 int dtype, float *scratch) {
     rms_norm(h, weight, scratch, t, n, eps, dtype);
-    for (long i = 0; i < t * n; i++) store_from_f32(out, i, scratch[i], dtype);
+    for (long i = 0; i < t * n; i++) store1(out, i, scratch[i], dtype);
 }
