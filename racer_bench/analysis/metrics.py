@@ -57,9 +57,9 @@ def decode_tokens_per_s(records: Sequence[Record], mode: str) -> float:
 
 def mean_step_ms(records: Sequence[Record], mode: str = "baseline") -> float:
     """Mean milliseconds of a verification forward (``t_verify``, verifier included) per step;
-    for the AR baseline, the AR step that every speedup divides by."""
+    for the AR baseline, the AR step that every speedup divides by (0 without timed steps)."""
     times = [t for r in records for t in step_column(r, mode, "t_verify")]
-    return float(np.mean(times)) * 1e3 if times else float("nan")
+    return float(np.mean(times)) * 1e3 if times else 0.0
 
 
 def speedup(records: Sequence[Record], mode: str = "method", base: str = "baseline") -> float:
