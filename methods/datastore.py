@@ -36,6 +36,7 @@ from pydivsufsort import divsufsort
 
 from racer_bench.tiny_tokenizer import ByteTokenizer
 
+DATASTORE_FOLDER = "datastores"  # under the cache folder: <tokenizer>/<corpus>-<n>.npz
 TEXT_SUFFIXES = (".py", ".txt", ".md", ".rst", ".jsonl", ".json")
 SKIP_DIRS = frozenset(
     {"site-packages", "dist-packages", "test", "tests", "idle_test", "__pycache__"}
@@ -350,14 +351,21 @@ def build_datastore(
     return Datastore.from_tokens(tokens, separator_for(vocab_size), info)
 
 
-def datastore_path(
-    cache_dir: str | Path, corpus: str, tokenizer: str, vocab_size: int, max_tokens: int
+def corpus_cache_path(
+    cache_dir: str | Path,
+    folder: str,
+    corpus: str,
+    tokenizer: str,
+    vocab_size: int,
+    max_tokens: int,
 ) -> Path:
-    """``<cache_dir>/datastores/<tokenizer>/<corpus>-<max_tokens>.npz``."""
+    """``<cache_dir>/<folder>/<tokenizer>/<corpus>-<max_tokens>.npz``: where a file built from a
+    corpus is cached (``folder``: :data:`DATASTORE_FOLDER` for REST's datastore,
+    :data:`methods.sam_corpus.AUTOMATON_FOLDER` for SAM's corpus automaton)."""
     models_dir = Path(cache_dir).expanduser() / "models"
     tok = tokenizer_id(tokenizer, vocab_size, models_dir)
     name = f"{corpus_id(corpus)}-{max_tokens}.npz"
-    return Path(cache_dir).expanduser() / "datastores" / tok / name
+    return Path(cache_dir).expanduser() / folder / tok / name
 
 
 def load_or_build(
@@ -367,7 +375,7 @@ def load_or_build(
 
     The cache key is the corpus path, not its content: delete the file after editing a corpus.
     """
-    path = datastore_path(cache_dir, corpus, tokenizer, vocab_size, max_tokens)
+    path = corpus_cache_path(cache_dir, DATASTORE_FOLDER, corpus, tokenizer, vocab_size, max_tokens)
     if path.exists():
         return Datastore.load(path)
     models_dir = Path(cache_dir).expanduser() / "models"

@@ -28,19 +28,6 @@ from racer_bench.engine.structs import Draft, DraftContext, Feedback, Source
 from racer_bench.schema import PositiveInt
 
 
-def find_candidate(
-    tokens: np.ndarray,
-    max_ngram_size: int,
-    num_pred_tokens: int,
-    match: str = "earliest",
-    require_full: bool = False,
-    min_ngram_size: int = 1,
-) -> list[int]:
-    """Continuation of the longest suffix n-gram that occurred before (empty if none)."""
-    return find_match(tokens, max_ngram_size, num_pred_tokens, match, require_full,
-                      min_ngram_size)[0]  # fmt: skip
-
-
 def find_match(
     tokens: np.ndarray,
     max_ngram_size: int,

@@ -36,6 +36,7 @@ from typing import ClassVar
 import torch
 
 from methods.datastore import Datastore, check_vocab, load_or_build, top_prefix_counts
+from racer_bench.configs import DEFAULT_CACHE_DIR
 from racer_bench.engine.drafter import DrafterNeeds
 from racer_bench.engine.structs import Draft, DraftContext, Feedback, Source
 from racer_bench.engine.tree import TrieBuilder
@@ -98,7 +99,7 @@ class RestDrafter:
         datastore: str | None = None,
         corpus: str = "stdlib",
         tokenizer: str = "auto",
-        cache_dir: str = "~/.cache/racer_bench",
+        cache_dir: str = DEFAULT_CACHE_DIR,
         max_tokens: PositiveInt = 4_000_000,
         num_draft: PositiveInt = 64,
         max_token_span: PositiveInt = 16,

@@ -3,7 +3,8 @@
 The corpus is read as REST's datastore reads it (:mod:`methods.datastore`: ``stdlib``, a text,
 code or JSON(L) file, or a folder); documents are separated by an id that no query contains
 (never drafted). The automaton is built in pure Python (about two states per token), so the
-size cap ``max_tokens`` is kept well below REST's.
+size cap ``max_tokens`` is kept well below REST's. Its cache file:
+``corpus_cache_path(cache_dir, AUTOMATON_FOLDER, ...)`` (:mod:`methods.datastore`).
 """
 
 from __future__ import annotations
@@ -14,14 +15,14 @@ from typing import Any
 from methods.datastore import (
     config_vocab,
     corpus_files,
-    corpus_id,
     encode_corpus,
     iter_documents,
     separator_for,
-    tokenizer_id,
     tokenizer_vocab,
 )
 from methods.suffix_automaton import FrozenAutomaton, SuffixAutomaton
+
+AUTOMATON_FOLDER = "sam"  # under the cache folder: <tokenizer>/<corpus>-<max_tokens>.npz
 
 
 def build_corpus_automaton(
@@ -35,16 +36,6 @@ def build_corpus_automaton(
     info = {**meta, "corpus": corpus, "vocab_size": vocab_size, "n_tokens": len(tokens),
             "separator": separator_for(vocab_size)}  # fmt: skip
     return sam.freeze(info)
-
-
-def corpus_automaton_path(
-    cache_dir: str | Path, corpus: str, tokenizer: str, vocab_size: int, max_tokens: int
-) -> Path:
-    """``<cache_dir>/sam/<tokenizer>/<corpus>-<max_tokens>.npz``."""
-    models_dir = Path(cache_dir).expanduser() / "models"
-    tok = tokenizer_id(tokenizer, vocab_size, models_dir)
-    name = f"{corpus_id(corpus)}-{max_tokens}.npz"
-    return Path(cache_dir).expanduser() / "sam" / tok / name
 
 
 def target_vocab(spec: str, tokenizer: Any, models_dir: Path) -> int:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -18,7 +17,7 @@ from hydra.utils import instantiate
 
 from racer_bench import hardware
 from racer_bench.analysis import metrics as M
-from racer_bench.configs import CONF_DIR, constructor_node
+from racer_bench.configs import CONF_DIR, REPO_ROOT, constructor_node
 from racer_bench.engine.decode import LoopOptions, generate
 from racer_bench.engine.drafter import Drafter
 from racer_bench.engine.scheduler import Scheduler
@@ -26,10 +25,6 @@ from racer_bench.engine.stopping import StopRule
 from racer_bench.engine.target import HFTarget
 from racer_bench.engine.verify import GreedyVerifier
 from racer_bench.hf_reference import hf_generate
-from racer_bench.schema import check
-
-REPO_ROOT = Path(__file__).resolve().parents[1]
-
 
 MODE = "method"  # the mode a contender's prompts are recorded under for analysis/metrics.py
 
@@ -116,15 +111,6 @@ def hf_runner(target: HFTarget, max_new_tokens: int, **generate_kwargs: Any) -> 
         return tokens, seconds, []
 
     return run
-
-
-def method_drafter(method: str, vocab_size: int, overrides: Sequence[str] = ()) -> Drafter:
-    """A drafter from ``conf/method/<method>.yaml`` with Hydra overrides (``capacity=16``), at
-    the fixed scheduler's draft sizes."""
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        cfg = compose("config", [f"method={method}", *group_overrides(overrides)])
-    check(cfg.method, None, "method.")  # one-line ConfigError for a bad value, before building
-    return instantiate(constructor_node(cfg.method))(vocab_size=vocab_size)
 
 
 def group_overrides(overrides: Sequence[str]) -> list[str]:

@@ -21,7 +21,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from racer_bench.analysis import records as R
-from racer_bench.configs import CONF_DIR
+from racer_bench.configs import CONF_DIR, REPO_ROOT
 from racer_bench.engine.scheduler_settings import upgrade
 from racer_bench.errors import ConfigError
 from racer_bench.resolvers import device_kind
@@ -186,7 +186,7 @@ def record_event(run_dir: Path, changed: dict[str, Any], device: str, done: int)
     """Append a resume event (time, changed safe keys, device, prompts done) to the manifest."""
     path = run_dir / R.MANIFEST_FILE
     manifest = R.read_json(path)
-    sha = R.git_state(Path(__file__).resolve().parents[1])["git_sha"]
+    sha = R.git_state(REPO_ROOT)["git_sha"]
     event = {"at": time.strftime("%Y-%m-%dT%H:%M:%S"), "changed": changed, "device": device,
              "prompts_done": done, "git_sha": sha}  # fmt: skip
     manifest.setdefault("resumes", []).append(event)

@@ -23,7 +23,7 @@ from racer_bench.analysis import records as R
 from racer_bench.analysis import tracking
 from racer_bench.analysis.summary import summarize
 from racer_bench.analysis.tracking import LoggerConfig
-from racer_bench.configs import constructor_node
+from racer_bench.configs import DEFAULT_CACHE_DIR, REPO_ROOT, constructor_node, task_max_new_tokens
 from racer_bench.engine import engine_choice
 from racer_bench.engine.cost import CostProfile
 from racer_bench.engine.decode import LoopOptions, generate
@@ -42,7 +42,6 @@ from racer_bench.schema import Instantiable, NonNegativeInt, PositiveInt, Seed, 
 from racer_bench.tasks.base import Prompt, Task
 from racer_bench.vllm_backend.config import BackendConfig
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
 PROFILE_FILE = "cost_profile.json"
 
 
@@ -81,7 +80,7 @@ class PathsConfig:
     """Schema of ``conf/paths/default.yaml``."""
 
     data_dir: str = "data"
-    cache_dir: str = "~/.cache/racer_bench"
+    cache_dir: str = DEFAULT_CACHE_DIR
     results_dir: str = "results"
 
 
@@ -179,7 +178,7 @@ def build(cfg: DictConfig) -> Setup:
     if not verifier.lossless:  # lossy verifiers are judged against strict greedy, same drafter
         strict_drafter = construct(cfg.method, "method", vocab_size=target.vocab_size)
         modes.append(Mode("strict", strict_drafter, GreedyVerifier(), settings.make(profile)))
-    max_new = task.max_new_tokens or cfg.max_new_tokens
+    max_new = task_max_new_tokens(task, cfg.max_new_tokens)
     reference = reference_target(cfg, target)
     gc.collect()
     gc.freeze()  # model objects never die: keep full collections from pausing decode steps

@@ -27,6 +27,7 @@ from pathlib import Path
 import torch
 
 from racer_bench.bench import bench_record, humaneval_prompts, setting_line
+from racer_bench.configs import DEFAULT_MODELS_DIR
 from racer_bench.engine.cost import time_tree_forward, tree_shape
 from racer_bench.engine.floor import floor_record
 from racer_bench.engine.structs import Draft
@@ -136,7 +137,7 @@ def main() -> None:
         "--engines", nargs="+", default=["eager", "fast"], help="engine or engine:dtype each"
     )
     parser.add_argument("--profile", type=int, nargs="*", default=None, help="sizes to profile")
-    parser.add_argument("--cache-dir", default="~/.cache/racer_bench/models")
+    parser.add_argument("--cache-dir", default=DEFAULT_MODELS_DIR)
     parser.add_argument("--out", default=None, help="write the tables (.md) and medians (.json)")
     args = parser.parse_args()
     if args.threads:

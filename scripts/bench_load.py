@@ -36,7 +36,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
+from racer_bench.configs import DEFAULT_MODELS_DIR, REPO_ROOT
+
 SCHEDULE_ENV = "RACER_BENCH_GEMM_SCHEDULE"
 CONDITIONS = ("alone", "busy core")
 
@@ -65,7 +66,7 @@ def forward_worker(tree: int, reps: int, threads: int) -> dict[str, float]:
     from racer_bench.models import load_smollm2
 
     torch.set_num_threads(threads)
-    target = load_smollm2("~/.cache/racer_bench/models")
+    target = load_smollm2(DEFAULT_MODELS_DIR)
     target.set_engine("fast")
     prompt = humaneval_prompts(target, 1)[0]
     target.prefill(prompt[:-1])
@@ -94,7 +95,7 @@ def forward_part(schedules: Sequence[str], tree: int, reps: int, threads: int) -
                 out = subprocess.run(
                     [sys.executable, __file__, "--forward-worker", str(tree), str(reps),
                      str(threads)],
-                    env=env, capture_output=True, text=True, check=True, cwd=ROOT,
+                    env=env, capture_output=True, text=True, check=True, cwd=REPO_ROOT,
                 )  # fmt: skip
             ms = json.loads(out.stdout.strip().splitlines()[-1])
             rows.append({"schedule": schedule, "condition": name, "ms_1": ms["1"],
@@ -119,7 +120,7 @@ def cli_run(method: str, limit: int, threads: int, run_dir: Path, extra: Sequenc
     args = [sys.executable, "-m", "racer_bench", *contender_overrides(method), "task=humaneval",
             f"task.limit={limit}", f"num_threads={threads}", "logger=none",
             f"hydra.run.dir={run_dir}", *extra]  # fmt: skip
-    subprocess.run(args, check=True, cwd=ROOT, stdout=subprocess.DEVNULL)
+    subprocess.run(args, check=True, cwd=REPO_ROOT, stdout=subprocess.DEVNULL)
     return json.loads((run_dir / "summary.json").read_text())
 
 

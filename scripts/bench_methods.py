@@ -36,6 +36,7 @@ from racer_bench.bench import (
     method_setup,
     setting_line,
 )
+from racer_bench.configs import DEFAULT_MODELS_DIR
 from racer_bench.engine import engine_choice
 from racer_bench.engine.drafter import NullDrafter
 from racer_bench.hardware import LoadMeter
@@ -81,7 +82,7 @@ def main() -> None:
     parser.add_argument("--methods", nargs="+", default=DEFAULT_METHODS)
     parser.add_argument("--no-hf", action="store_true", help="skip transformers prompt lookup")
     parser.add_argument("--hf-generate", action="store_true", help="also time plain generate()")
-    parser.add_argument("--cache-dir", default="~/.cache/racer_bench/models")
+    parser.add_argument("--cache-dir", default=DEFAULT_MODELS_DIR)
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--engine", default="auto", help="our loop's engine: auto|eager|fast")
     parser.add_argument("--dtype", default="auto", help="auto|float32|bfloat16 (auto: measured)")

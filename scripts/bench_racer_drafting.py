@@ -22,6 +22,7 @@ import yaml
 
 from methods.racer import RacerDrafter
 from racer_bench.bench import setting_line
+from racer_bench.configs import DEFAULT_MODELS_DIR
 from racer_bench.engine.decode import generate
 from racer_bench.engine.stopping import StopRule
 from racer_bench.engine.structs import Draft, DraftContext, Feedback, GenerationResult, Source
@@ -95,7 +96,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--prompts", type=int, default=2)
     parser.add_argument("--max-new-tokens", type=int, default=128)
-    parser.add_argument("--cache-dir", default="~/.cache/racer_bench/models")
+    parser.add_argument("--cache-dir", default=DEFAULT_MODELS_DIR)
     parser.add_argument("--threads", type=int, default=1, help="torch threads (0 = default)")
     parser.add_argument("--variant", action="append", default=None, help='e.g. "lru=false"')
     args = parser.parse_args()

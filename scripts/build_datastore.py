@@ -12,18 +12,19 @@ corpus, tokenizer and ``max_tokens`` loads it instead of building it; ``--out`` 
 from __future__ import annotations
 
 import argparse
-import os
 import time
 from pathlib import Path
 
 from methods.datastore import (
+    DATASTORE_FOLDER,
     build_datastore,
     config_vocab,
-    datastore_path,
+    corpus_cache_path,
     load_tokenizer,
     tokenizer_id,
     tokenizer_vocab,
 )
+from racer_bench.configs import cache_dir
 
 
 def parse_args() -> argparse.Namespace:
@@ -34,7 +35,7 @@ def parse_args() -> argparse.Namespace:
     )
     parser.add_argument(
         "--cache-dir",
-        default=os.environ.get("RACER_BENCH_CACHE", "~/.cache/racer_bench"),
+        default=cache_dir(),
         help="racer_bench cache (models/ and datastores/ live here)",
     )
     parser.add_argument("--max-tokens", type=int, default=4_000_000, help="size cap in tokens")
@@ -61,7 +62,9 @@ def main() -> None:
     out = (
         Path(args.out)
         if args.out
-        else datastore_path(args.cache_dir, args.corpus, args.tokenizer, vocab, args.max_tokens)
+        else corpus_cache_path(
+            args.cache_dir, DATASTORE_FOLDER, args.corpus, args.tokenizer, vocab, args.max_tokens
+        )
     )
     meta = {"tokenizer": tokenizer_id(args.tokenizer, vocab, models_dir)}
     store = build_datastore(args.corpus, tokenizer, vocab, args.max_tokens, meta)

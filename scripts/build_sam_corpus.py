@@ -12,12 +12,12 @@ hundred bytes per token while building).
 from __future__ import annotations
 
 import argparse
-import os
 import time
 from pathlib import Path
 
-from methods.datastore import load_tokenizer, tokenizer_id
-from methods.sam_corpus import build_corpus_automaton, corpus_automaton_path, target_vocab
+from methods.datastore import corpus_cache_path, load_tokenizer, tokenizer_id
+from methods.sam_corpus import AUTOMATON_FOLDER, build_corpus_automaton, target_vocab
+from racer_bench.configs import cache_dir
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -28,7 +28,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--cache-dir",
-        default=os.environ.get("RACER_BENCH_CACHE", "~/.cache/racer_bench"),
+        default=cache_dir(),
         help="racer_bench cache (models/ and sam/ live here)",
     )
     parser.add_argument("--max-tokens", type=int, default=500_000, help="size cap in tokens")
@@ -43,8 +43,8 @@ def main(argv: list[str] | None = None) -> Path:
     start = time.perf_counter()
     tokenizer = load_tokenizer(args.tokenizer, args.vocab_size or 0, models_dir)
     vocab = args.vocab_size or target_vocab(args.tokenizer, tokenizer, models_dir)
-    out = Path(args.out) if args.out else corpus_automaton_path(
-        args.cache_dir, args.corpus, args.tokenizer, vocab, args.max_tokens
+    out = Path(args.out) if args.out else corpus_cache_path(
+        args.cache_dir, AUTOMATON_FOLDER, args.corpus, args.tokenizer, vocab, args.max_tokens
     )  # fmt: skip
     meta = {"tokenizer": tokenizer_id(args.tokenizer, vocab, models_dir)}
     sam = build_corpus_automaton(args.corpus, tokenizer, vocab, args.max_tokens, meta)

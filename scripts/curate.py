@@ -22,7 +22,8 @@ from pathlib import Path
 
 import yaml
 
-ROOT = Path(__file__).resolve().parents[1]
+from racer_bench.configs import REPO_ROOT
+
 RECORDS = ("prompts.jsonl", "summary.json", "manifest.json", "cost_profile.json", "cli.log")
 HYDRA = ("config.yaml", "overrides.yaml", "hydra.yaml")
 
@@ -31,13 +32,13 @@ def machine_paths(run: Path, dest: Path | None = None) -> list[tuple[str, str]]:
     """(absolute path, placeholder) pairs to replace, longest first: this checkout, the home
     folder, the data folder, the checkout the run was started from (Hydra's ``runtime.cwd``)
     and the run folder itself (which becomes its curated place)."""
-    pairs = [(str(ROOT), "."), (str(Path.home()), "~")]
+    pairs = [(str(REPO_ROOT), "."), (str(Path.home()), "~")]
     started_in = _hydra_cwd(run)
     if started_in and started_in != "/":
         pairs.append((started_in, "."))
     if dest is not None:
         where = dest.resolve()
-        shown = where.relative_to(ROOT) if where.is_relative_to(ROOT) else Path(dest.name)
+        shown = where.relative_to(REPO_ROOT) if where.is_relative_to(REPO_ROOT) else Path(dest.name)
         pairs.append((str(run.resolve()), str(shown)))
     manifest = run / "manifest.json"
     if manifest.exists():
@@ -105,7 +106,7 @@ def main(argv: Sequence[str] | None = None) -> list[Path]:
     parser.add_argument("runs", nargs="+", type=Path, help="finished run folders")
     parser.add_argument("--name", required=True, help="folder under results/curated/")
     parser.add_argument("--flat", action="store_true", help="one run, copied to <name>/ itself")
-    parser.add_argument("--curated", type=Path, default=ROOT / "results" / "curated")
+    parser.add_argument("--curated", type=Path, default=REPO_ROOT / "results" / "curated")
     args = parser.parse_args(argv)
     runs = [r for r in args.runs if r.is_dir()]
     if args.flat and len(runs) != 1:

@@ -21,12 +21,12 @@ import argparse
 import math
 from collections import Counter
 from dataclasses import dataclass
-from pathlib import Path
 
 import torch
 import yaml
 
 from methods.racer import RacerDrafter
+from racer_bench.configs import CONF_DIR, DEFAULT_MODELS_DIR
 from racer_bench.engine.decode import generate
 from racer_bench.engine.drafter import Drafter, NullDrafter
 from racer_bench.engine.stopping import StopRule
@@ -36,7 +36,7 @@ from racer_bench.engine.verify import GreedyVerifier
 from racer_bench.models import load_smollm2
 from racer_bench.tasks.humaneval import HumanEvalTask
 
-YAML = Path(__file__).resolve().parents[1] / "conf" / "method" / "racer.yaml"
+YAML = CONF_DIR / "method" / "racer.yaml"
 NOT_KWARGS = ("_target_", "_partial_", "capacity")
 
 
@@ -129,7 +129,7 @@ def main() -> None:
     parser.add_argument("--ar", action="store_true", help="check outputs against AR decoding")
     parser.add_argument("--acceptance", action="store_true",
                         help="also print acceptance by source, depth, rank and score")  # fmt: skip
-    parser.add_argument("--cache-dir", default="~/.cache/racer_bench/models")
+    parser.add_argument("--cache-dir", default=DEFAULT_MODELS_DIR)
     parser.add_argument("--threads", type=int, default=1, help="torch threads (0 = default)")
     args = parser.parse_args()
     if args.threads:

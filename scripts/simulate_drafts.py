@@ -52,7 +52,7 @@ from typing import Any, Protocol
 import torch
 
 from methods.datastore import config_vocab, load_tokenizer
-from racer_bench.configs import DISPLAY_KEYS
+from racer_bench.configs import DEFAULT_MODELS_DIR, DISPLAY_KEYS, task_max_new_tokens
 from racer_bench.engine.structs import Draft, DraftContext, Feedback
 from racer_bench.engine.tree import prune
 
@@ -355,7 +355,7 @@ class Run:
 
     @property
     def max_new_tokens(self) -> int:
-        return int(self.task.max_new_tokens or self.manifest["max_new_tokens"])
+        return int(task_max_new_tokens(self.task, self.manifest["max_new_tokens"]))
 
     @property
     def budget(self) -> int:
@@ -398,7 +398,7 @@ def load_run(folder: Path, data_dir: str | None, batch_size: int = 1) -> Run:
         task_cfg["data_dir"] = data_dir or os.environ.get("RACER_BENCH_DATA") or "data"
     task = instantiate(task_cfg)
     model = config["model"]
-    models_dir = Path(str(model.get("cache_dir", "~/.cache/racer_bench/models"))).expanduser()
+    models_dir = Path(str(model.get("cache_dir", DEFAULT_MODELS_DIR))).expanduser()
     name = str(model.get("name") or manifest.get("model") or "smollm2_135m")
     if not (models_dir / name).is_dir():
         sys.exit(f"{folder}: model folder {models_dir / name} missing (run the benchmark once)")

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator
-from pathlib import Path
 
 import pytest
 import torch
 from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig
 
-from racer_bench.configs import CONF_DIR
+from racer_bench.configs import CONF_DIR, REPO_ROOT
 from racer_bench.engine.decode import LoopOptions, generate
 from racer_bench.engine.drafter import Drafter, NullDrafter
 from racer_bench.engine.scheduler import Scheduler
@@ -21,7 +20,7 @@ from racer_bench.engine.target import HFTarget
 from racer_bench.engine.verify import GreedyVerifier, Verifier
 from racer_bench.models import tiny_random
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = REPO_ROOT
 SHARED_DATA = REPO.parent / "shared" / "datasets"
 
 # Byte prompts with repeated phrases, so retrieval-based drafters find matches.

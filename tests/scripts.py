@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import importlib.util
 import sys
-from pathlib import Path
 from types import ModuleType
 
-REPO = Path(__file__).resolve().parents[1]
+from tests.conftest import REPO
 
 
 def load_script(name: str) -> ModuleType:

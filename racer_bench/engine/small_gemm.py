@@ -36,6 +36,8 @@ import torch.nn.functional as F
 from torch import nn
 from torch.profiler import record_function
 
+from racer_bench.configs import cache_dir
+
 SOURCE = Path(__file__).parent / "csrc" / "small_gemm.c"
 SOURCES = (SOURCE, SOURCE.with_name("row_attention.c"), SOURCE.with_name("decoder_layer.c"))
 HEADERS = (SOURCE.with_name("simd.h"),)
@@ -66,7 +68,7 @@ def build_flags() -> tuple[str, ...]:
 
 def kernel_dir() -> Path:
     """Where compiled kernels are cached."""
-    root = os.environ.get("RACER_BENCH_CACHE", "~/.cache/racer_bench")
+    root = cache_dir()
     return Path(root).expanduser() / "kernels"
 
 

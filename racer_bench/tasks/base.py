@@ -208,12 +208,6 @@ def conversation(turns: Sequence[str], turn: int, history: Sequence[str]) -> lis
     return messages
 
 
-def completion_ids(turns: list[str], turn: int, history: list[str], tokenizer: Any) -> list[int]:
-    """Plain-text prompt for base models: earlier turns and answers joined by blank lines."""
-    text = Task.completion_text(Task(), Prompt("", "", list(turns)), turn, history)
-    return tokenizer.encode(text, add_special_tokens=True)
-
-
 def _check_choice(key: str, value: str, allowed: Sequence[str]) -> None:
     if value not in allowed:
         raise ConfigError(f"task.{key}={value}: allowed are {', '.join(allowed)}")

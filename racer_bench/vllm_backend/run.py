@@ -26,6 +26,7 @@ from tqdm.auto import tqdm
 from racer_bench import hardware, runlock
 from racer_bench.analysis import records as R
 from racer_bench.analysis.summary import summarize_batches
+from racer_bench.configs import REPO_ROOT, task_max_new_tokens
 from racer_bench.engine.drafter import Drafter
 from racer_bench.errors import ConfigError
 from racer_bench.tasks.base import Prompt, Task
@@ -392,7 +393,7 @@ def run_in(cfg: DictConfig, run_dir: Path, choices: dict[str, str]) -> dict[str,
     target = construct(cfg.model, "model")
     method = construct(cfg.method, "method", vocab_size=target.vocab_size)
     receives = inside_vllm(method)
-    max_new = task.max_new_tokens or cfg.max_new_tokens
+    max_new = task_max_new_tokens(task, cfg.max_new_tokens)
     engines = Engines(cfg, run_dir, method, target, max_new)
     prompts = task.load()
     info = manifest(cfg, choices, target, method, task, engines, receives, max_new)
@@ -429,8 +430,6 @@ def manifest(
 ) -> dict[str, Any]:
     """The native manifest's fields plus the backend's: vLLM version, engines, what it gets."""
     import vllm
-
-    from racer_bench.runner import REPO_ROOT
 
     return R.manifest(
         {

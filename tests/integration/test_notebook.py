@@ -6,12 +6,13 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import REPO
 from tests.unit.test_frames import SPEC_CATEGORIES, write_run
 
 nbformat = pytest.importorskip("nbformat")
 nbclient = pytest.importorskip("nbclient")
 
-NOTEBOOK = Path(__file__).resolve().parents[2] / "notebooks" / "explore_results.ipynb"
+NOTEBOOK = REPO / "notebooks" / "explore_results.ipynb"
 
 
 def test_notebook_is_committed_without_outputs() -> None:

@@ -13,10 +13,9 @@ from omegaconf import DictConfig, OmegaConf
 from racer_bench.analysis import frames as F
 from racer_bench.analysis import names
 from racer_bench.analysis import paper_numbers as PN
+from tests.conftest import CONF_DIR, REPO
 from tests.scripts import load_script
 from tests.unit.test_frames import SPEC_CATEGORIES, write_run
-
-REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
@@ -294,14 +293,14 @@ def test_collect_sweep_notes_jobs_on_other_machines(tmp_path: Path) -> None:
     assert "job 0 on CPU A, avx2, 2 cores (fast engine)" in note and "job 1 on CPU B" in note
 
 
-EXPERIMENTS = sorted(p.stem for p in (REPO / "conf" / "experiment").glob("*.yaml"))
+EXPERIMENTS = sorted(p.stem for p in (CONF_DIR / "experiment").glob("*.yaml"))
 
 
 @pytest.mark.parametrize("name", EXPERIMENTS)
 def test_experiment_composes_and_names_its_command(
     compose_cfg: Callable[..., DictConfig], name: str
 ) -> None:
-    text = (REPO / "conf" / "experiment" / f"{name}.yaml").read_text()
+    text = (CONF_DIR / "experiment" / f"{name}.yaml").read_text()
     assert text.startswith("# @package _global_")
     assert f"python -m racer_bench experiment={name}" in text
     cfg = compose_cfg(f"experiment={name}")

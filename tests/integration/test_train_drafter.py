@@ -14,9 +14,8 @@ from methods.dspark import DSparkDrafter
 from methods.eagle3 import Eagle3Drafter
 from methods.medusa import MedusaDrafter
 from racer_bench.distill_data import read_cache
-from tests.conftest import TINY_PROMPTS, ar_tokens, run_generate
+from tests.conftest import REPO, TINY_PROMPTS, ar_tokens, run_generate
 
-ROOT = Path(__file__).resolve().parents[2]
 DRAFTERS = {"medusa": MedusaDrafter, "eagle3": Eagle3Drafter, "dspark": DSparkDrafter}
 SOURCES = ["data.sources.code=4", "data.sources.mbpp=0", "data.sources.chat=2",
            "data.sources.math=1"]  # fmt: skip
@@ -24,7 +23,7 @@ SOURCES = ["data.sources.code=4", "data.sources.mbpp=0", "data.sources.chat=2",
 
 def run_script(tmp_path: Path, *overrides: str) -> subprocess.CompletedProcess:
     args = [
-        sys.executable, str(ROOT / "scripts" / "train_drafter.py"), "model=tiny_random",
+        sys.executable, str(REPO / "scripts" / "train_drafter.py"), "model=tiny_random",
         "model_name=tiny", *SOURCES, "data.max_new_tokens=16", "data.batch_size=3",
         "data.holdout=0.3", "train.save_every=10", "train.log_every=10", "train.eval_every=10",
         "train.lr=3e-3", "head.attn_heads=4", "head.intermediate_size=64", "head.anchors=8",
@@ -114,7 +113,7 @@ def test_resume_refuses_a_state_from_other_data(tmp_path) -> None:
 
 def test_active_clock_leaves_out_a_pause(monkeypatch: pytest.MonkeyPatch) -> None:
     """A step stretched by a SIGSTOP counts as a typical step, not as the pause."""
-    sys.path.insert(0, str(ROOT / "scripts"))
+    sys.path.insert(0, str(REPO / "scripts"))
     import train_drafter
 
     now = iter([0.0, 1.0, 1.0, 2.0, 2.0, 3.0, 3.0, 4.0, 4.0, 5.0, 5.0, 505.0, 505.0, 506.5])

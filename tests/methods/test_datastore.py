@@ -5,18 +5,18 @@ from __future__ import annotations
 import json
 import runpy
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 from methods.datastore import (
+    DATASTORE_FOLDER,
     Datastore,
     auto_tokenizer,
     build_datastore,
     check_vocab,
+    corpus_cache_path,
     corpus_files,
-    datastore_path,
     encode_corpus,
     iter_documents,
     load_or_build,
@@ -25,9 +25,9 @@ from methods.datastore import (
     top_prefixes,
 )
 from racer_bench.tiny_tokenizer import ByteTokenizer
+from tests.conftest import REPO
 
 SEP = separator_for(260)
-REPO = Path(__file__).resolve().parents[2]
 
 
 def store_of(tokens: list[int], vocab: int = 260) -> Datastore:
@@ -167,14 +167,14 @@ def test_build_datastore_separates_documents(tmp_path):
 def test_load_or_build_caches_by_corpus_and_tokenizer(tmp_path):
     folder = write_corpus(tmp_path / "corpus")
     cache = tmp_path / "cache"
-    path = datastore_path(cache, str(folder), "byte", 260, 1000)
+    path = corpus_cache_path(cache, DATASTORE_FOLDER, str(folder), "byte", 260, 1000)
     assert path.parent == cache / "datastores" / "byte"
     assert not path.exists()
     built = load_or_build(cache, str(folder), "byte", 260, 1000)
     assert path.exists()
     again = load_or_build(cache, str(folder), "byte", 260, 1000)
     assert np.array_equal(again.tokens, built.tokens)
-    assert datastore_path(cache, str(folder), "byte", 260, 10) != path
+    assert corpus_cache_path(cache, DATASTORE_FOLDER, str(folder), "byte", 260, 10) != path
 
 
 def test_auto_tokenizer_resolution(tmp_path):
@@ -203,6 +203,6 @@ def test_build_script_writes_where_the_drafter_looks(tmp_path, monkeypatch, caps
     argv += ["--cache-dir", str(cache), "--max-tokens", "100", "--vocab-size", "260"]
     monkeypatch.setattr(sys, "argv", argv)
     script["main"]()
-    path = datastore_path(cache, str(folder), "auto", 260, 100)
+    path = corpus_cache_path(cache, DATASTORE_FOLDER, str(folder), "auto", 260, 100)
     assert str(path) in capsys.readouterr().out
     assert Datastore.load(path).tokens.tolist()[:7] == list(b"abc abc")

@@ -8,14 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from methods.datastore import separator_for
+from methods.datastore import corpus_cache_path, separator_for
 from methods.sam import SamDrafter, static_tree
-from methods.sam_corpus import corpus_automaton_path
+from methods.sam_corpus import AUTOMATON_FOLDER
 from methods.suffix_automaton import FrozenAutomaton, SuffixAutomaton
 from racer_bench.engine.structs import Draft, DraftContext, Feedback, Source
 from racer_bench.engine.tree import check_draft, node_depths, path_to
+from tests.conftest import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 SEP = separator_for(260)
 
 
@@ -112,7 +112,8 @@ def test_build_script_writes_a_loadable_corpus_automaton(tmp_path, monkeypatch, 
     argv += ["--cache-dir", str(cache), "--max-tokens", "100", "--vocab-size", "260"]
     monkeypatch.setattr(sys, "argv", argv)
     out = script["main"]()
-    assert out == corpus_automaton_path(cache, str(folder), "byte", 260, 100)
+    assert out == corpus_cache_path(cache, AUTOMATON_FOLDER, str(folder), "byte", 260, 100)
+    assert out.parent == cache / "sam" / "byte"  # where earlier versions cached it
     assert str(out) in capsys.readouterr().out
     sam = FrozenAutomaton.load(out)
     assert sam.meta["n_tokens"] == len("abc abc abd") + 1 + len("xyz") + 1

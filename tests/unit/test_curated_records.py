@@ -9,17 +9,17 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import REPO
 from tests.scripts import load_script
 
-ROOT = Path(__file__).resolve().parents[2]
 MACHINE_PATH = re.compile(r"(?<![\w.:/~])/(?:root|home|Users|work|check|tmp|mnt|scratch)/")
 
 
 def test_no_curated_record_names_a_machine_path() -> None:
-    files = [p for p in (ROOT / "results/curated").rglob("*") if p.is_file()]
+    files = [p for p in (REPO / "results/curated").rglob("*") if p.is_file()]
     assert files
     offenders = [
-        str(p.relative_to(ROOT))
+        str(p.relative_to(REPO))
         for p in files
         if MACHINE_PATH.search(p.read_text(encoding="utf-8", errors="replace"))
     ]
@@ -30,9 +30,9 @@ def make_run(folder: Path, data_dir: str) -> Path:
     (folder / ".hydra").mkdir(parents=True)
     manifest = {"config": {"paths": {"data_dir": data_dir}, "cache": str(Path.home() / ".c")}}
     (folder / "manifest.json").write_text(json.dumps(manifest))
-    (folder / "summary.json").write_text(json.dumps({"out": str(ROOT / "results/x")}))
+    (folder / "summary.json").write_text(json.dumps({"out": str(REPO / "results/x")}))
     (folder / "prompts.jsonl").write_text('{"id": 1}\n')
-    (folder / ".hydra/hydra.yaml").write_text(f"cwd: {ROOT}\ndata: {data_dir}/gsm8k\n")
+    (folder / ".hydra/hydra.yaml").write_text(f"cwd: {REPO}\ndata: {data_dir}/gsm8k\n")
     return folder
 
 
@@ -58,12 +58,12 @@ def test_curate_refuses_an_unfinished_run(tmp_path) -> None:
 
 
 CURATED_RUNS = [
-    p.parent for p in sorted((ROOT / "results/curated").rglob("summary.json"))
+    p.parent for p in sorted((REPO / "results/curated").rglob("summary.json"))
     if (p.parent / "prompts.jsonl").exists()
 ]  # fmt: skip
 
 
-@pytest.mark.parametrize("run_dir", CURATED_RUNS, ids=lambda p: str(p.relative_to(ROOT)))
+@pytest.mark.parametrize("run_dir", CURATED_RUNS, ids=lambda p: str(p.relative_to(REPO)))
 def test_a_curated_summary_is_what_todays_metrics_make_of_its_prompts(run_dir: Path) -> None:
     """A metric fixed after a run was curated leaves its summary stale: rewrite it with
     ``python -m racer_bench.analysis.resummarize results/curated``."""

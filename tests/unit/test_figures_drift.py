@@ -15,10 +15,10 @@ import numpy as np
 import pytest
 from matplotlib import image
 
+from tests.conftest import REPO
 from tests.scripts import load_script
 
-ROOT = Path(__file__).resolve().parents[2]
-INDEX = ROOT / "docs/figures/generated.json"
+INDEX = REPO / "docs/figures/generated.json"
 ENTRIES = json.loads(INDEX.read_text())
 MAX_CHANGED_PIXELS = 0.005  # share of pixels whose colour differs by more than 10 %
 
@@ -41,10 +41,10 @@ def test_the_paper_figures_are_indexed() -> None:
 def test_figures_match_their_committed_records(sources, tmp_path, monkeypatch) -> None:
     for source in sources:
         assert source.startswith("results/curated/"), f"{source} is not committed"
-        assert (ROOT / source).is_dir(), f"{source} is missing"
+        assert (REPO / source).is_dir(), f"{source} is missing"
     names = sorted(n for n, e in ENTRIES.items() if tuple(e["results"]) == sources)
     dpi = {ENTRIES[n]["dpi"] for n in names}.pop()
-    monkeypatch.chdir(ROOT)
+    monkeypatch.chdir(REPO)
     load_script("make_figures").main(
         ["--results", *sources, "--out", str(tmp_path), "--formats", "png", "--dpi", str(dpi),
          "--only", *names]

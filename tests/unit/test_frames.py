@@ -18,15 +18,15 @@ from racer_bench.analysis import frames as F
 from racer_bench.analysis import metrics as M
 from racer_bench.analysis import records as R
 from racer_bench.engine.structs import GenerationResult, Source, StepRecord
+from tests.conftest import CONF_DIR
 
-CONF = Path(__file__).resolve().parents[2] / "conf"
 METRICS = {"tiny": "nonempty", "humaneval": "pass@1", "gsm8k": "accuracy", "mgsm_zh": "accuracy"}
 T_FORWARD = 0.05  # seconds per target forward of the fake runs
 
 
 def group_config(group: str, choice: str, changes: dict[str, Any] | None = None) -> dict[str, Any]:
     """``conf/<group>/<choice>.yaml`` as a GPU run resolves it, ``changes`` applied."""
-    return F.resolved_group(group, choice, CONF, context={"hardware": "gpu"}) | (changes or {})
+    return F.resolved_group(group, choice, CONF_DIR, context={"hardware": "gpu"}) | (changes or {})
 
 
 def fake_steps(rng: np.random.Generator, n_tokens: int, accept: float, ranks: bool,

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from hydra.utils import instantiate
 
-from racer_bench.configs import constructor_node
+from racer_bench.configs import DEFAULT_MODELS_DIR, constructor_node
 from racer_bench.errors import ConfigError
 from racer_bench.tasks.base import Prompt, Task, balanced_sample, split_of
 from racer_bench.tasks.datafiles import (
@@ -35,7 +35,7 @@ from tests.conftest import CONF_DIR, REPO, run_generate
 DATA_TASKS = {"spec_bench": SpecBenchTask, "gsm8k": GSM8KTask, "math500": Math500Task,
               "mgsm_zh": MGSMZhTask}  # fmt: skip
 TASK_YAMLS = sorted(p.stem for p in (CONF_DIR / "task").glob("*.yaml"))
-SMOLLM2_DIR = Path("~/.cache/racer_bench/models/smollm2_135m").expanduser()
+SMOLLM2_DIR = Path(DEFAULT_MODELS_DIR, "smollm2_135m").expanduser()
 
 
 def need_data(task: str) -> None:
