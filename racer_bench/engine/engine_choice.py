@@ -82,8 +82,8 @@ def probe_exact(target: Any, nodes: int = PROBE_NODES, seed: int = 0) -> bool:
     return True
 
 
-def candidates(engine: str, dtype: str, device: str) -> list[Candidate]:
-    """The (engine, dtype) pairs a request allows on ``device``."""
+def candidates(engine: str, dtype: str) -> list[Candidate]:
+    """The (engine, dtype) pairs a CPU request allows."""
     engines = list(ENGINES) if engine == "auto" else [engine]
     dtypes = list(CPU_DTYPES) if dtype == "auto" else [dtype]
     return [(e, d) for d in dtypes for e in engines]
@@ -108,6 +108,13 @@ def label(candidate: Candidate) -> str:
     return f"{candidate[0]}/{candidate[1]}"
 
 
+def build_at(build: Builder, pair: Candidate) -> Any:
+    """A fresh target at ``pair``'s dtype, switched to its engine."""
+    target = build(pair[1])
+    target.set_engine(pair[0])
+    return target
+
+
 def measure(
     build: Builder, pairs: list[Candidate], timer: Timer, prober: Prober
 ) -> tuple[Any, Candidate, dict[str, dict[str, Any]]]:
@@ -115,8 +122,7 @@ def measure(
     records: dict[str, dict[str, Any]] = {}
     best: tuple[Any, Candidate] | None = None
     for pair in pairs:
-        target = build(pair[1])
-        target.set_engine(pair[0])
+        target = build_at(build, pair)
         records[label(pair)] = {**timer(target), "exact": bool(prober(target))}
         chosen, _ = pick(records)
         if chosen == label(pair):
@@ -161,19 +167,15 @@ def choose(
         target.set_engine("eager")
         why = "auto: not a CPU target, the fast engine's kernels are CPU-only"
         return target, _record(engine, dtype, ("eager", _dtype_of(target)), why)
-    pairs = candidates(engine, dtype, device)
+    pairs = candidates(engine, dtype)
+    if len(pairs) == 1:
+        why = f"engine={engine} and model.dtype={dtype} were requested"
+        return build_at(build, pairs[0]), _record(engine, dtype, pairs[0], why)
     path = cache_file(cache_dir, name, f"{engine}-{dtype}")
     cached = _read(path)
     if cached is not None:
-        pair = (cached["chosen"], cached["dtype"])
-        target = build(pair[1])
-        target.set_engine(pair[0])
+        target = build_at(build, (cached["chosen"], cached["dtype"]))
         return target, {**cached, "cached": True, "cache_file": path.name}
-    if len(pairs) == 1:
-        target = build(pairs[0][1])
-        target.set_engine(pairs[0][0])
-        why = f"engine={engine} and model.dtype={dtype} were requested"
-        return target, _record(engine, dtype, pairs[0], why)
     target, pair, records = measure(build, pairs, timer, prober)
     _, why = pick(records)
     record = {**_record(engine, dtype, pair, why), "candidates": records}

@@ -99,7 +99,6 @@ class NativeLlama:
         self.code = TYPE_CODES[model.dtype]
         self.hidden = int(config.hidden_size)
         self.params = [self._layer(layer, config) for layer in body.layers]
-        self.head_dim = int(self.params[0].head_dim)
         size = self.lib.decoder_layer_scratch(ctypes.byref(self.params[0]), MAX_ROWS)
         self.scratch = torch.empty(size, dtype=torch.float32)
 

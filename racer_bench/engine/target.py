@@ -249,14 +249,11 @@ class HFTarget:
         )
 
     def _visible(self, draft: Draft, past: int, t: int, tree: bool) -> torch.Tensor | None:
-        """uint8 [T, past + T]: the keys each token of the step sees (None: one token, all)."""
-        if t == 1:
-            return None
-        if tree:
-            mask = tree_attention_mask(draft, past, torch.float32, torch.device("cpu"))
-            return (mask[0, 0] == 0).to(torch.uint8).contiguous()
-        cols = torch.arange(past + t)
-        return (cols[None, :] <= past + torch.arange(t)[:, None]).to(torch.uint8).contiguous()
+        """uint8 [T, past + T]: the keys each token of the step sees (None: one token, all);
+        read from the tree mask, or causal for a chain, as the row attention reads its mask."""
+        cpu = torch.device("cpu")
+        mask = tree_attention_mask(draft, past, torch.float32, cpu) if tree else None
+        return row_attention.visible_rows(mask, t, past + t)
 
     def _tree_masks(self, draft: Draft, past: int) -> torch.Tensor | dict[str, torch.Tensor]:
         """The tree mask, or one per layer type when the fast engine serves sliding windows.
