@@ -7,6 +7,7 @@ the order of contenders rotates with the prompt index.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -205,6 +206,18 @@ def totals(tallies: dict[str, Tally]) -> dict[str, dict[str, Any]]:
     }
 
 
+@functools.cache
+def code_state() -> dict[str, Any]:
+    """The git sha and dirty flag of the code a bench script runs, read once, at the first call.
+
+    Bench scripts write their tables into tracked files (docs/bench/) as they go, so the state
+    read after the first write would call every such record dirty: they call this before.
+    """
+    from racer_bench.analysis.records import git_state
+
+    return git_state(REPO_ROOT)
+
+
 def bench_record(
     tallies: dict[str, Tally],
     load: dict[str, Any] | None,
@@ -213,11 +226,9 @@ def bench_record(
 ) -> dict[str, Any]:
     """What a bench script writes as JSON: where it ran (hardware fingerprint, git state, engine),
     the machine's load over the timed part, the settings and the per-contender totals."""
-    from racer_bench.analysis.records import git_state
-
     return {
         "hardware": hardware.fingerprint(torch.get_num_threads()),
-        **git_state(REPO_ROOT),
+        **code_state(),
         "engine": engine,
         "load": load,
         "settings": settings,

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import torch
 
-from racer_bench.bench import bench_record, humaneval_prompts, setting_line
+from racer_bench.bench import bench_record, code_state, humaneval_prompts, setting_line
 from racer_bench.configs import DEFAULT_MODELS_DIR
 from racer_bench.engine.cost import time_tree_forward, tree_shape
 from racer_bench.engine.floor import floor_record
@@ -140,6 +140,7 @@ def main() -> None:
     parser.add_argument("--cache-dir", default=DEFAULT_MODELS_DIR)
     parser.add_argument("--out", default=None, help="write the tables (.md) and medians (.json)")
     args = parser.parse_args()
+    code_state()  # before this script writes its tracked outputs
     if args.threads:
         torch.set_num_threads(args.threads)
     targets = {}

@@ -28,6 +28,7 @@ from racer_bench.bench import (
     Runner,
     Tally,
     bench_record,
+    code_state,
     hf_runner,
     humaneval_prompts,
     interleave,
@@ -90,6 +91,7 @@ def main() -> None:
     parser.add_argument("--prompt-style", default="chat", choices=["chat", "completion"])
     parser.add_argument("--out", default=None, help="write the table (.md) and totals (.json)")
     args = parser.parse_args()
+    code_state()  # before this script writes its tracked outputs
     if args.threads:
         torch.set_num_threads(args.threads)
     cache = Path(args.cache_dir).expanduser().parent  # choices measured once, beside the models
