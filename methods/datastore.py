@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 from pydivsufsort import divsufsort
 
-from racer_bench.tiny_tokenizer import ByteTokenizer
+from racer_bench.models.tiny_tokenizer import ByteTokenizer
 
 DATASTORE_FOLDER = "datastores"  # under the cache folder: <tokenizer>/<corpus>-<n>.npz
 TEXT_SUFFIXES = (".py", ".txt", ".md", ".rst", ".jsonl", ".json")

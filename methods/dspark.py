@@ -60,9 +60,9 @@ from methods.draft_tree import grow_scored_tree, tree_draft
 from methods.dspark_head import KV, DSparkHead, acceptance_scores, dspark_config
 from methods.head_checkpoint import load_checkpoint
 from methods.head_drafter import HeadDrafter, on_feature_device
+from racer_bench.config.schema import NonNegativeFloat, NonNegativeInt, PositiveInt, Seed
 from racer_bench.engine.structs import Draft, DraftContext, Source
 from racer_bench.engine.target import Engine
-from racer_bench.schema import NonNegativeFloat, NonNegativeInt, PositiveInt, Seed
 
 
 def load_dspark(path: str) -> DSparkHead:

@@ -27,9 +27,9 @@ from methods.draft_tree import grow_scored_tree, tree_draft
 from methods.eagle3_checkpoint import load_eagle3
 from methods.eagle3_head import Eagle3Head, eagle3_config
 from methods.head_drafter import HeadDrafter, on_feature_device
+from racer_bench.config.schema import NonNegativeInt, PositiveInt, Seed
 from racer_bench.engine.structs import Draft, DraftContext
 from racer_bench.engine.target import Engine
-from racer_bench.schema import NonNegativeInt, PositiveInt, Seed
 
 
 class Eagle3Drafter(HeadDrafter):

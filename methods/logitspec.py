@@ -41,10 +41,10 @@ import torch
 from annotated_types import Ge
 
 from methods.ngram_index import NgramIndex
+from racer_bench.config.schema import PositiveInt
 from racer_bench.engine.drafter import DrafterNeeds
 from racer_bench.engine.structs import Draft, DraftContext, Feedback, Source
 from racer_bench.engine.tree import TrieBuilder
-from racer_bench.schema import PositiveInt
 
 
 @dataclass

@@ -39,10 +39,10 @@ import numpy as np
 import torch
 from annotated_types import Ge
 
+from racer_bench.config.schema import PositiveInt, Seed
 from racer_bench.engine.drafter import DrafterNeeds
 from racer_bench.engine.structs import AuxBranch, Draft, DraftContext, Feedback, Source
 from racer_bench.engine.tree import TrieBuilder
-from racer_bench.schema import PositiveInt, Seed
 
 Ngram = tuple[int, ...]
 

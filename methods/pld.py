@@ -23,9 +23,9 @@ from typing import ClassVar, Literal
 import numpy as np
 import torch
 
+from racer_bench.config.schema import PositiveInt
 from racer_bench.engine.drafter import DrafterNeeds
 from racer_bench.engine.structs import Draft, DraftContext, Feedback, Source
-from racer_bench.schema import PositiveInt
 
 
 def find_match(

@@ -36,10 +36,10 @@ from typing import ClassVar
 import numpy as np
 import torch
 
+from racer_bench.config.schema import PositiveInt
 from racer_bench.engine.drafter import DrafterNeeds
 from racer_bench.engine.structs import Draft, DraftContext, Feedback, Source
 from racer_bench.engine.tree import prune, select_nodes
-from racer_bench.schema import PositiveInt
 
 # Reference template "2.2.2" (Spec-Bench model/recycling/tree_template_.py): each node is the path
 # of top-k columns from the root; listed in (depth, lexicographic) order.

@@ -36,11 +36,11 @@ from typing import ClassVar
 import torch
 
 from methods.datastore import Datastore, check_vocab, load_or_build, top_prefix_counts
-from racer_bench.configs import DEFAULT_CACHE_DIR
+from racer_bench.config.paths import DEFAULT_CACHE_DIR
+from racer_bench.config.schema import PositiveInt
 from racer_bench.engine.drafter import DrafterNeeds
 from racer_bench.engine.structs import Draft, DraftContext, Feedback, Source
 from racer_bench.engine.tree import TrieBuilder
-from racer_bench.schema import PositiveInt
 
 
 def retrieve_draft(

@@ -38,9 +38,9 @@ from annotated_types import Ge
 
 from methods.datastore import check_vocab
 from methods.suffix_automaton import FrozenAutomaton, Match, SuffixAutomaton
+from racer_bench.config.schema import PositiveInt
 from racer_bench.engine.drafter import DrafterNeeds
 from racer_bench.engine.structs import Draft, DraftContext, Feedback, Source
-from racer_bench.schema import PositiveInt
 
 log = logging.getLogger(__name__)
 

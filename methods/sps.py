@@ -22,12 +22,12 @@ from typing import ClassVar
 
 import torch
 
+from racer_bench.config.schema import NonNegativeFloat, PositiveInt, Seed
 from racer_bench.engine import kv_cache
 from racer_bench.engine.drafter import DrafterNeeds
 from racer_bench.engine.structs import Draft, DraftContext, Feedback, Source
 from racer_bench.engine.target import HFTarget
 from racer_bench.errors import ConfigError
-from racer_bench.schema import NonNegativeFloat, PositiveInt, Seed
 
 
 class SpSDrafter:
@@ -48,7 +48,7 @@ class SpSDrafter:
         seed: Seed = 0,
     ) -> None:
         if isinstance(draft_model, str):
-            from racer_bench.models import load_hf
+            from racer_bench.models.loaders import load_hf
 
             draft_model = load_hf(draft_model)
         if draft_model.vocab_size != vocab_size:

@@ -37,9 +37,9 @@ import torch
 from annotated_types import Ge, Interval
 
 from methods.suffix_tree import SpecDraft, SuffixTree
+from racer_bench.config.schema import PositiveInt
 from racer_bench.engine.drafter import DrafterNeeds
 from racer_bench.engine.structs import Draft, DraftContext, Feedback, Source
-from racer_bench.schema import PositiveInt
 
 
 class SuffixCache:

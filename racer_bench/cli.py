@@ -15,11 +15,11 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
-from racer_bench import runlock
 from racer_bench.analysis import records as R
 from racer_bench.analysis.report import print_batch_summary, print_summary
-from racer_bench.configs import CONF_DIR
+from racer_bench.config.paths import CONF_DIR
 from racer_bench.errors import ConfigError, RunStopped, find_config_error
+from racer_bench.run import runlock
 
 GROUPS = ("backend", "model", "method", "verifier", "scheduler", "task", "logger", "experiment",
           "sweep", "debug")  # fmt: skip
@@ -121,7 +121,7 @@ def _run(cfg: DictConfig, run_dir: Path, overrides: list[str]) -> dict[str, Any]
         from racer_bench.vllm_backend.run import run as run_vllm
 
         return run_vllm(cfg, run_dir, _choices())
-    from racer_bench.runner import run
+    from racer_bench.run.runner import run
 
     return run(cfg, run_dir, _choices(), overrides=overrides)
 

@@ -27,10 +27,10 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
-from racer_bench import hardware
 from racer_bench.analysis import records as R
 from racer_bench.analysis.curation import curate
-from racer_bench.configs import CONF_DIR, REPO_ROOT
+from racer_bench.config.paths import CONF_DIR, REPO_ROOT
+from racer_bench.system import hardware
 
 # tables made by one command rather than an experiment's sweep: name -> overrides
 SINGLE = {

@@ -3,7 +3,7 @@
     python scripts/add_quality.py results/curated/asd_grid_gsm8k/pld/*
 
 For every finished prompt that holds a strict-greedy generation beside the lossy one, the
-runner's own code (:func:`racer_bench.paired.compare_with_strict`) adds each turn's target
+runner's own code (:func:`racer_bench.run.paired.compare_with_strict`) adds each turn's target
 log-probability (teacher-forced, one forward per distinct output) and the answer agreement with
 strict; then the summary is recomputed (:mod:`racer_bench.analysis.resummarize`). Timings,
 tokens and scores are not touched. The model, task and engine come from the run's manifest;
@@ -29,10 +29,10 @@ from tqdm.auto import tqdm
 from racer_bench.analysis import records as R
 from racer_bench.analysis.quality import LOGPROB_KEY
 from racer_bench.analysis.resummarize import resummarize
-from racer_bench.grid import compose_run
-from racer_bench.paired import STRICT, compare_with_strict
-from racer_bench.resume import pin_measured_choices
-from racer_bench.runner import choose_engine, construct
+from racer_bench.run.grid import compose_run
+from racer_bench.run.paired import STRICT, compare_with_strict
+from racer_bench.run.resume import pin_measured_choices
+from racer_bench.run.runner import choose_engine, construct
 
 DATA_PLACEHOLDER = "<data_dir>"  # what scripts/curate.py writes for the data folder
 

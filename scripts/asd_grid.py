@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 
 from racer_bench.errors import ConfigError
-from racer_bench.grid import run_grid
+from racer_bench.run.grid import run_grid
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import collect_sweep

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from racer_bench.analysis import records as R
 from racer_bench.analysis.quality import output_tokens, repeated_ngram_share
-from racer_bench.paired import STRICT
+from racer_bench.run.paired import STRICT
 
 HEADER = (
     "| run | prompts | length strict → lossy | stopped early strict → lossy "

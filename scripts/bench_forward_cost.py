@@ -26,14 +26,14 @@ from pathlib import Path
 
 import torch
 
-from racer_bench.bench import bench_record, code_state, humaneval_prompts, setting_line
-from racer_bench.configs import DEFAULT_MODELS_DIR
+from racer_bench.config.paths import DEFAULT_MODELS_DIR
 from racer_bench.engine.cost import time_tree_forward, tree_shape
 from racer_bench.engine.floor import floor_record
 from racer_bench.engine.structs import Draft
 from racer_bench.engine.target import HFTarget
-from racer_bench.hardware import LoadMeter
-from racer_bench.models import load_smollm2
+from racer_bench.models.loaders import load_smollm2
+from racer_bench.run.bench import bench_record, code_state, humaneval_prompts, setting_line
+from racer_bench.system.hardware import LoadMeter
 
 SHAPES = ("chain", "tree")
 

@@ -36,7 +36,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from racer_bench.configs import DEFAULT_MODELS_DIR, REPO_ROOT
+from racer_bench.config.paths import DEFAULT_MODELS_DIR, REPO_ROOT
 
 SCHEDULE_ENV = "RACER_BENCH_GEMM_SCHEDULE"
 CONDITIONS = ("alone", "busy core")
@@ -60,10 +60,10 @@ def forward_worker(tree: int, reps: int, threads: int) -> dict[str, float]:
     """Median ms of a 1-token and a ``tree``-token forward (run in a subprocess)."""
     import torch
 
-    from racer_bench.bench import humaneval_prompts
     from racer_bench.engine.cost import time_tree_forward, tree_shape
     from racer_bench.engine.structs import Draft
-    from racer_bench.models import load_smollm2
+    from racer_bench.models.loaders import load_smollm2
+    from racer_bench.run.bench import humaneval_prompts
 
     torch.set_num_threads(threads)
     target = load_smollm2(DEFAULT_MODELS_DIR)
@@ -109,7 +109,7 @@ def contender_overrides(spec: str) -> list[str]:
     scheduler=confidence``: ``scheduler`` keys go to the scheduler group, the rest to the method;
     a contender naming no scheduler runs ``scheduler=fixed`` (``racer@scheduler=auto``: the CLI's
     default)."""
-    from racer_bench.bench import group_overrides
+    from racer_bench.run.bench import group_overrides
 
     method, _, rest = spec.partition("@")
     return [f"method={method}", *group_overrides([o for o in rest.split("+") if o])]
@@ -199,7 +199,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     args = parse_args(argv)
-    from racer_bench.hardware import fingerprint
+    from racer_bench.system.hardware import fingerprint
 
     result: dict[str, Any] = {"hardware": fingerprint(args.threads), "args": vars(args) | {
         "out": str(args.out) if args.out else None}}  # fmt: skip

@@ -24,7 +24,11 @@ from pathlib import Path
 
 import torch
 
-from racer_bench.bench import (
+from racer_bench.config.paths import DEFAULT_MODELS_DIR
+from racer_bench.engine import engine_choice
+from racer_bench.engine.drafter import NullDrafter
+from racer_bench.models.loaders import load_smollm2
+from racer_bench.run.bench import (
     Runner,
     Tally,
     bench_record,
@@ -37,11 +41,7 @@ from racer_bench.bench import (
     method_setup,
     setting_line,
 )
-from racer_bench.configs import DEFAULT_MODELS_DIR
-from racer_bench.engine import engine_choice
-from racer_bench.engine.drafter import NullDrafter
-from racer_bench.hardware import LoadMeter
-from racer_bench.models import load_smollm2
+from racer_bench.system.hardware import LoadMeter
 
 DEFAULT_METHODS = ["pld", "racer", "logitspec", "recycling", "rest", "lookahead"]
 

@@ -24,7 +24,7 @@ from methods.datastore import (
     tokenizer_id,
     tokenizer_vocab,
 )
-from racer_bench.configs import cache_dir
+from racer_bench.config.paths import cache_dir
 
 
 def parse_args() -> argparse.Namespace:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from methods.datastore import corpus_cache_path, load_tokenizer, tokenizer_id
 from methods.sam_corpus import AUTOMATON_FOLDER, build_corpus_automaton, target_vocab
-from racer_bench.configs import cache_dir
+from racer_bench.config.paths import cache_dir
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from racer_bench.analysis.curation import curate
-from racer_bench.configs import REPO_ROOT
+from racer_bench.config.paths import REPO_ROOT
 
 
 def main(argv: Sequence[str] | None = None) -> list[Path]:

@@ -19,7 +19,7 @@ import torch
 from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
 
-from racer_bench.configs import CONF_DIR
+from racer_bench.config.paths import CONF_DIR
 from racer_bench.engine import cost as C
 
 

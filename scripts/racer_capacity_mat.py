@@ -26,14 +26,14 @@ import torch
 import yaml
 
 from methods.racer import RacerDrafter
-from racer_bench.configs import CONF_DIR, DEFAULT_MODELS_DIR
+from racer_bench.config.paths import CONF_DIR, DEFAULT_MODELS_DIR
 from racer_bench.engine.decode import generate
 from racer_bench.engine.drafter import Drafter, NullDrafter
 from racer_bench.engine.stopping import StopRule
 from racer_bench.engine.structs import Draft, DraftContext, Feedback, Source
 from racer_bench.engine.tree import node_depths
 from racer_bench.engine.verify import GreedyVerifier
-from racer_bench.models import load_smollm2
+from racer_bench.models.loaders import load_smollm2
 from racer_bench.tasks.humaneval import HumanEvalTask
 
 YAML = CONF_DIR / "method" / "racer.yaml"

@@ -52,7 +52,8 @@ from typing import Any, Protocol
 import torch
 
 from methods.datastore import config_vocab, load_tokenizer
-from racer_bench.configs import DEFAULT_MODELS_DIR, DISPLAY_KEYS, task_max_new_tokens
+from racer_bench.config.construct import DISPLAY_KEYS, task_max_new_tokens
+from racer_bench.config.paths import DEFAULT_MODELS_DIR
 from racer_bench.engine.structs import Draft, DraftContext, Feedback
 from racer_bench.engine.tree import prune
 

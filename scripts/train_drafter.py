@@ -9,7 +9,7 @@ kind's (:mod:`methods.head_kind`; ``kind`` names one of ``HEAD_KINDS`` or is ``m
 
 Steps: (1) the target's greedy continuations of the distillation prompts are read from, or
 added to, the cache ``data.cache`` (resumable, shared by every head; see
-:mod:`racer_bench.distill_data`); (2) ``data.holdout`` of the sequences are held out (loss
+:mod:`racer_bench.train.distill_data`); (2) ``data.holdout`` of the sequences are held out (loss
 curve on unseen data; calibration); (3) target features are computed once per sequence;
 (4) the head trains with AdamW until ``train.max_minutes`` of training time in total (over all
 resumed runs) or ``train.max_steps``; a resumable state ``<out>.state`` is written every
@@ -42,12 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from methods.draft_vocab import draft_labels, frequent_tokens
 from methods.head_kind import HEAD_KINDS, HeadKind, Sample, head_kind
-from racer_bench.distill_data import build_dataset, holdout_mask
-from racer_bench.distill_prompts import distill_prompts
-from racer_bench.engine.target import HFTarget, features
-from racer_bench.errors import ConfigError
-from racer_bench.runner import PathsConfig
-from racer_bench.schema import (
+from racer_bench.config.schema import (
     Instantiable,
     NonNegativeFloat,
     NonNegativeInt,
@@ -57,6 +52,11 @@ from racer_bench.schema import (
     Seed,
     check,
 )
+from racer_bench.engine.target import HFTarget, features
+from racer_bench.errors import ConfigError
+from racer_bench.run.runner import PathsConfig
+from racer_bench.train.distill_data import build_dataset, holdout_mask
+from racer_bench.train.distill_prompts import distill_prompts
 
 
 @dataclass
@@ -124,7 +124,7 @@ class OptimConfig:
 
 @dataclass
 class TrainConfig:
-    """Schema of ``conf/train/config.yaml`` (see :mod:`racer_bench.schema`)."""
+    """Schema of ``conf/train/config.yaml`` (see :mod:`racer_bench.config.schema`)."""
 
     kind: str = "medusa"  # a key of methods.head_kind.HEAD_KINDS or module:Class
     model_name: str = "smollm2_135m"

@@ -10,7 +10,7 @@ import torch
 from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig
 
-from racer_bench.configs import CONF_DIR, REPO_ROOT
+from racer_bench.config.paths import CONF_DIR, REPO_ROOT
 from racer_bench.engine.decode import LoopOptions, generate
 from racer_bench.engine.drafter import Drafter, NullDrafter
 from racer_bench.engine.scheduler import Scheduler
@@ -18,7 +18,7 @@ from racer_bench.engine.stopping import StopRule
 from racer_bench.engine.structs import GenerationResult
 from racer_bench.engine.target import HFTarget
 from racer_bench.engine.verify import GreedyVerifier, Verifier
-from racer_bench.models import tiny_random
+from racer_bench.models.loaders import tiny_random
 
 REPO = REPO_ROOT
 SHARED_DATA = REPO.parent / "shared" / "datasets"

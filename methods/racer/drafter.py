@@ -68,11 +68,11 @@ from annotated_types import Ge
 from methods.racer.automaton import FAIL_LINKS, Automaton
 from methods.racer.best_first import RankRates, grow_best_first, retrieval_p
 from methods.racer.logits_tree import HALVING, TokenBin, grow_logits_tree
+from racer_bench.config.schema import PositiveInt
 from racer_bench.engine.drafter import DrafterNeeds
 from racer_bench.engine.structs import Draft, DraftContext, Feedback, Source
 from racer_bench.engine.tree import TrieBuilder, node_depths
 from racer_bench.errors import ConfigError
-from racer_bench.schema import PositiveInt
 
 SELECTIONS = ("reference", "best_first")
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import yaml
 
-from racer_bench.configs import REPO_ROOT
+from racer_bench.config.paths import REPO_ROOT
 
 RECORDS = ("prompts.jsonl", "summary.json", "manifest.json", "cost_profile.json", "cli.log")
 HYDRA = ("config.yaml", "overrides.yaml", "hydra.yaml")

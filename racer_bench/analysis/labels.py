@@ -11,12 +11,13 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
-from racer_bench import configs
 from racer_bench.analysis import names
 from racer_bench.analysis.runs import Run
+from racer_bench.config import paths
+from racer_bench.config.construct import DISPLAY_KEYS
 
 log = logging.getLogger(__name__)
-SKIP_KEYS = ("_target_", "_partial_", *sorted(configs.DISPLAY_KEYS))  # not a setting of the run
+SKIP_KEYS = ("_target_", "_partial_", *sorted(DISPLAY_KEYS))  # not a setting of the run
 
 
 def flatten(config: dict[str, Any], prefix: str) -> dict[str, Any]:
@@ -44,7 +45,7 @@ def resolved_group(
     Interpolations (e.g. the ``${by_hardware:${hardware},15,63}`` capacities) are resolved
     against ``context``, a run's top-level config; those that cannot be resolved are dropped.
     """
-    path = (conf_dir or configs.CONF_DIR) / group / f"{choice}.yaml"
+    path = (conf_dir or paths.CONF_DIR) / group / f"{choice}.yaml"
     if not choice or not path.exists():
         return {}
     root = OmegaConf.create({k: v for k, v in (context or {}).items() if k != group})

@@ -2,8 +2,8 @@
 
 A method's YAML (``conf/method/<name>.yaml``) may set ``display_name``, ``display_order``,
 ``display_color`` and ``size_key``; a task's YAML ``display_name`` and ``display_order``
-(:mod:`racer_bench.configs`). Without them a method or task is shown by its config name, after
-the ordered ones. ``configs.CONF_DIR`` is read at each call, so a test may point it elsewhere.
+(:mod:`racer_bench.config.paths`). Without them a method or task is shown by its config name, after
+the ordered ones. ``paths.CONF_DIR`` is read at each call, so a test may point it elsewhere.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
-from racer_bench import configs
+from racer_bench.config import paths
 
 UNORDERED = 10**6  # the rank of a method or task whose YAML sets no display_order
 
@@ -45,7 +45,7 @@ def _group(conf_dir: Path, group: str) -> dict[str, Display]:
 
 def displays(group: str) -> dict[str, Display]:
     """Config name -> display keys, for every YAML of ``conf/<group>``."""
-    return _group(configs.CONF_DIR, group)
+    return _group(paths.CONF_DIR, group)
 
 
 def display(group: str, name: str) -> Display:

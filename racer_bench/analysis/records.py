@@ -15,10 +15,10 @@ from typing import Any
 
 import torch
 
-from racer_bench import hardware
 from racer_bench.analysis.metrics import calibration_bins
 from racer_bench.engine.structs import GenerationResult, Source
-from racer_bench.interrupts import signals_deferred
+from racer_bench.system import hardware
+from racer_bench.system.interrupts import signals_deferred
 
 SCHEMA_VERSION = 1
 PROMPTS_FILE = "prompts.jsonl"
@@ -64,7 +64,7 @@ def append_prompt(run_dir: Path, record: dict[str, Any]) -> None:
     """Append one prompt line, written as soon as the prompt finishes.
 
     The line goes out in ``write`` calls on an ``O_APPEND`` descriptor with SIGINT and SIGTERM
-    held back (:func:`racer_bench.interrupts.signals_deferred`), so Ctrl-C or a SIGTERM never
+    held back (:func:`racer_bench.system.interrupts.signals_deferred`), so Ctrl-C or a SIGTERM never
     leaves half a line. Only SIGKILL can tear the last line; the loader skips it and
     :func:`drop_torn_tail` cuts it off before a resumed run appends.
     """
@@ -191,8 +191,8 @@ def device_name(device: torch.device) -> str:
 def manifest(fields: dict[str, Any], repo: Path) -> dict[str, Any]:
     """Everything needed to trace a number back to code, data and hardware.
 
-    ``hardware`` is the machine's fingerprint (:func:`racer_bench.hardware.fingerprint`) unless
-    ``fields`` brings one.
+    ``hardware`` is the machine's fingerprint (:func:`racer_bench.system.hardware.fingerprint`)
+    unless ``fields`` brings one.
     """
     return {
         "schema_version": SCHEMA_VERSION,

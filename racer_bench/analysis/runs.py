@@ -21,7 +21,7 @@ from typing import Any
 from racer_bench.analysis import metrics as M
 from racer_bench.analysis import records as R
 from racer_bench.analysis.summary import summarize, summarize_batches
-from racer_bench.configs import constructor_node
+from racer_bench.config.construct import constructor_node
 from racer_bench.tasks.base import Prompt, Task
 
 log = logging.getLogger(__name__)

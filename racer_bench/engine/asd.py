@@ -36,9 +36,9 @@ from typing import ClassVar, Literal
 
 import torch
 
+from racer_bench.config.schema import NonNegativeFloat, NonNegativeInt
 from racer_bench.engine.structs import Draft, VerifyResult
 from racer_bench.engine.verify import greedy_accept
-from racer_bench.schema import NonNegativeFloat, NonNegativeInt
 
 SLACK = 1e-9  # the reference API's tolerance on the budget check
 SUFFIX_VALUES = ("count", "normalized")

@@ -24,9 +24,9 @@ from typing import Any
 
 import torch
 
-from racer_bench import hardware
 from racer_bench.engine import cost as C
 from racer_bench.engine.small_gemm import source_digest
+from racer_bench.system import hardware
 
 ENGINES = ("eager", "fast")
 CPU_DTYPES = ("float32", "bfloat16")

@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 
-from racer_bench import hardware
+from racer_bench.system import hardware
 
 FLOOR_DIR = "floor"
 BUFFER_BYTES = 512 << 20  # well past a 32 MiB last-level cache

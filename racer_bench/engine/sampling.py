@@ -46,9 +46,9 @@ from typing import Annotated, ClassVar
 import torch
 from annotated_types import Interval
 
+from racer_bench.config.schema import NonNegativeFloat, NonNegativeInt
 from racer_bench.engine.structs import Draft, VerifyResult
 from racer_bench.engine.verify import greedy_accept
-from racer_bench.schema import NonNegativeFloat, NonNegativeInt
 
 
 def warp_logits(

@@ -29,11 +29,11 @@ from typing import Annotated, ClassVar, Protocol, runtime_checkable
 import numpy as np
 from annotated_types import Interval
 
+from racer_bench.config.schema import NonNegativeFloat, PositiveFloat, PositiveInt
 from racer_bench.engine.acceptance import AcceptanceEstimator, Bucket, node_features, survival
 from racer_bench.engine.cost import CostProfile
 from racer_bench.engine.structs import Draft
 from racer_bench.engine.tree import select_nodes
-from racer_bench.schema import NonNegativeFloat, PositiveFloat, PositiveInt
 
 
 @dataclass

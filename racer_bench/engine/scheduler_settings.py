@@ -3,7 +3,7 @@
 A settings object is what the group's ``_target_`` builds, and each of its keys has one use:
 
 * ``draft_sizing`` (``cpu`` | ``gpu``): which of a method's two draft defaults the method YAMLs
-  take; their ``${draft_size:<cpu>,<gpu>}`` resolver (:mod:`racer_bench.resolvers`) asks it.
+  take; their ``${draft_size:<cpu>,<gpu>}`` resolver (:mod:`racer_bench.config.resolvers`) asks it.
 * ``profile``, ``profile_reps``, ``profile_context``: how the runner gets the target's cost
   curve (:meth:`ConfidenceSettings.profile_settings`, then :meth:`ProfileSettings.resolve`).
 * the rest: the scheduler's own options; :meth:`make` builds one fresh scheduler per mode.
@@ -19,6 +19,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
+from racer_bench.config.schema import RESERVED_KEYS, PositiveInt
 from racer_bench.engine.cost import DEFAULT_CONTEXT, CostProfile, check_spec, resolve_profile
 from racer_bench.engine.scheduler import (
     ConfidenceOptions,
@@ -27,7 +28,6 @@ from racer_bench.engine.scheduler import (
     Scheduler,
 )
 from racer_bench.errors import ConfigError
-from racer_bench.schema import RESERVED_KEYS, PositiveInt
 
 DraftSizing = Literal["cpu", "gpu"]
 

@@ -36,7 +36,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.profiler import record_function
 
-from racer_bench.configs import cache_dir
+from racer_bench.config.paths import cache_dir
 
 SOURCE = Path(__file__).parent / "csrc" / "small_gemm.c"
 SOURCES = (SOURCE, SOURCE.with_name("row_attention.c"), SOURCE.with_name("decoder_layer.c"))

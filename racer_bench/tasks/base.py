@@ -24,8 +24,8 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from annotated_types import Interval
 
+from racer_bench.config.schema import NonNegativeInt, PositiveInt, Seed
 from racer_bench.errors import ConfigError
-from racer_bench.schema import NonNegativeInt, PositiveInt, Seed
 from racer_bench.tasks.datafiles import data_file
 
 SPLITS = ("all", "calib", "eval")

@@ -4,7 +4,7 @@ Prompt: the 8 fixed exemplars of :mod:`racer_bench.tasks.exemplars`, then the qu
 models see them as earlier user/assistant turns; base models see ``Q: ...\\nA: ...`` blocks
 (``问题：`` / ``逐步解答：`` for MGSM-ZH) ending in an open answer line. Scoring: the number
 after the last answer marker ("The answer is", "####", "答案是"), else the last number,
-compared numerically with the gold (:func:`racer_bench.scoring.score_numeric`).
+compared numerically with the gold (:func:`racer_bench.tasks.scoring.score_numeric`).
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from typing import Annotated, Any, ClassVar
 from annotated_types import Interval
 
 from racer_bench.errors import ConfigError
-from racer_bench.scoring import gsm8k_gold, numeric_answers_agree, score_numeric
 from racer_bench.tasks.base import Prompt, Task, conversation
 from racer_bench.tasks.exemplars import GSM8K_EXEMPLARS
+from racer_bench.tasks.scoring import gsm8k_gold, numeric_answers_agree, score_numeric
 
 
 class GSM8KTask(Task):

@@ -5,10 +5,10 @@ from __future__ import annotations
 import re
 from typing import Any, ClassVar
 
-from racer_bench.behaviour import behaviour, same_behaviour
-from racer_bench.sandbox import run_python
-from racer_bench.schema import PositiveFloat
+from racer_bench.config.schema import PositiveFloat
 from racer_bench.tasks.base import Prompt, Task
+from racer_bench.tasks.behaviour import behaviour, same_behaviour
+from racer_bench.tasks.sandbox import run_python
 
 INSTRUCTION = (
     "Write the complete Python function below. Reply with one ```python code block.\n"
@@ -90,7 +90,7 @@ class HumanEvalTask(Task):
 
     def agreement(self, prompt: Prompt, outputs: list[str], reference: list[str]) -> float | None:
         """The two completions behave the same on the problem's tests: same outcome of every
-        assertion, same value of every call (:mod:`racer_bench.behaviour`). Identical
+        assertion, same value of every call (:mod:`racer_bench.tasks.behaviour`). Identical
         completions agree without running."""
         if not self.execute:
             return None

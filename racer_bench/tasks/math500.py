@@ -2,7 +2,7 @@
 
 Zero-shot with an instruction to put the final answer in ``\\boxed{}``; scored by extracting
 the last box and checking symbolic equivalence with the gold answer through ``math-verify``
-(:func:`racer_bench.scoring.score_boxed`). Categories are the 7 MATH subjects as they appear
+(:func:`racer_bench.tasks.scoring.score_boxed`). Categories are the 7 MATH subjects as they appear
 in ``unique_id`` (``algebra``, ``counting_and_probability``, ..., ``precalculus``).
 """
 
@@ -11,8 +11,8 @@ from __future__ import annotations
 import json
 from typing import ClassVar
 
-from racer_bench.scoring import boxed_answers_agree, score_boxed
 from racer_bench.tasks.base import Prompt, Task, conversation
+from racer_bench.tasks.scoring import boxed_answers_agree, score_boxed
 
 INSTRUCTION = "Please reason step by step, and put your final answer within \\boxed{}."
 

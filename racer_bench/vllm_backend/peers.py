@@ -12,9 +12,9 @@ from typing import Annotated, Any, ClassVar, Literal
 import torch
 from annotated_types import Interval
 
+from racer_bench.config.schema import PositiveInt
 from racer_bench.engine.drafter import DrafterNeeds
 from racer_bench.engine.structs import Draft, DraftContext, Feedback
-from racer_bench.schema import PositiveInt
 
 
 class VllmBuiltin:

@@ -27,7 +27,7 @@ def drafter_factory(method: dict[str, Any], vocab_size: int) -> Any:
     from hydra.utils import instantiate
     from omegaconf import OmegaConf
 
-    from racer_bench.configs import constructor_node
+    from racer_bench.config.construct import constructor_node
 
     node = constructor_node(OmegaConf.create(method))
     return lambda: instantiate(node)(vocab_size=vocab_size)

@@ -23,12 +23,14 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 from tqdm.auto import tqdm
 
-from racer_bench import hardware, runlock
 from racer_bench.analysis import records as R
 from racer_bench.analysis.summary import summarize_batches
-from racer_bench.configs import REPO_ROOT, task_max_new_tokens
+from racer_bench.config.construct import task_max_new_tokens
+from racer_bench.config.paths import REPO_ROOT
 from racer_bench.engine.drafter import Drafter
 from racer_bench.errors import ConfigError
+from racer_bench.run import runlock
+from racer_bench.system import hardware
 from racer_bench.tasks.base import Prompt, Task
 from racer_bench.vllm_backend import records as V
 from racer_bench.vllm_backend.compat import INSTALL_HINT, SUPPORTED_VLLM, is_supported
@@ -359,7 +361,7 @@ def run(cfg: DictConfig, run_dir: Path, choices: dict[str, str]) -> dict[str, An
 
 def validate_choices(cfg: DictConfig, choices: dict[str, str]) -> None:
     """The native checks plus what this backend does not do (one-line ConfigErrors)."""
-    from racer_bench.runner import validate
+    from racer_bench.run.runner import validate
 
     validate(cfg)
     if cfg.resume:
@@ -387,7 +389,7 @@ def check_vllm() -> None:
 
 def run_in(cfg: DictConfig, run_dir: Path, choices: dict[str, str]) -> dict[str, Any]:
     """Build, record the manifest, warm up, run every batch size, summarize (lock held)."""
-    from racer_bench.runner import construct
+    from racer_bench.config.construct import construct
 
     task: Task = construct(cfg.task, "task")
     target = construct(cfg.model, "model")

@@ -6,10 +6,10 @@ import pytest
 import torch
 from hydra.utils import instantiate
 
-from racer_bench.configs import constructor_node
+from racer_bench.config.construct import constructor_node
 from racer_bench.engine.drafter import NullDrafter
-from racer_bench.models import tiny_random
-from racer_bench.runner import run
+from racer_bench.models.loaders import tiny_random
+from racer_bench.run.runner import run
 from tests.conftest import TINY_PROMPTS, run_generate
 from tests.methods.test_conformance import METHODS  # every native method (not vLLM-only ones)
 

@@ -24,7 +24,7 @@ from transformers import LlamaConfig, LlamaForCausalLM  # noqa: F401
 
 import methods.pld  # noqa: F401
 import racer_bench.cli
-import racer_bench.runner
+import racer_bench.run.runner
 import tests.integration.slow_task  # noqa: F401
 
 

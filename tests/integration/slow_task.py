@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from typing import Any, ClassVar
 
-from racer_bench.schema import NonNegativeFloat, PositiveInt
+from racer_bench.config.schema import NonNegativeFloat, PositiveInt
 from racer_bench.tasks.base import Prompt
 from racer_bench.tasks.tiny import TinyTask
 

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from racer_bench.bench import (
+from racer_bench.engine.drafter import NullDrafter
+from racer_bench.run.bench import (
     bench_record,
     identical_count,
     interleave,
@@ -10,8 +11,7 @@ from racer_bench.bench import (
     markdown_table,
     setting_line,
 )
-from racer_bench.engine.drafter import NullDrafter
-from racer_bench.hardware import LoadMeter
+from racer_bench.system.hardware import LoadMeter
 from tests.conftest import TINY_PROMPTS
 
 
@@ -50,7 +50,7 @@ def test_bench_json_says_where_and_under_what_load_it_ran():
 def test_loop_runner_pld_matches_ar_and_table_counts_it(tiny_target, compose_cfg):
     from hydra.utils import instantiate
 
-    from racer_bench.configs import constructor_node
+    from racer_bench.config.construct import constructor_node
 
     pld = instantiate(constructor_node(compose_cfg("method=pld", "model=tiny_random").method))(
         vocab_size=tiny_target.vocab_size
@@ -67,8 +67,8 @@ def test_loop_runner_pld_matches_ar_and_table_counts_it(tiny_target, compose_cfg
 
 
 def test_method_setup_routes_scheduler_overrides(tiny_target):
-    from racer_bench.bench import method_setup
     from racer_bench.engine.scheduler import ConfidenceScheduler, FixedScheduler
+    from racer_bench.run.bench import method_setup
 
     drafter, scheduler = method_setup("racer", tiny_target, ["max_breadth=4"])
     assert isinstance(scheduler, FixedScheduler) and drafter.capacity == 15

@@ -10,7 +10,7 @@ from racer_bench.engine import attention, small_gemm
 from racer_bench.engine.structs import Draft
 from racer_bench.engine.target import HFTarget
 from racer_bench.errors import ConfigError
-from racer_bench.models import tiny_random
+from racer_bench.models.loaders import tiny_random
 from tests.conftest import TINY_PROMPTS, ar_tokens, run_generate
 
 # root -> 10 -> 11 -> 12 ; root -> 20 -> 21 ; 10 -> 30
@@ -79,7 +79,7 @@ def test_float32_linears_are_packed() -> None:
 def test_methods_stay_lossless_on_the_packed_float32_engine(method, compose_cfg) -> None:
     from hydra.utils import instantiate
 
-    from racer_bench.configs import constructor_node
+    from racer_bench.config.construct import constructor_node
 
     target = fast_target(dtype="float32")
     cfg = compose_cfg(f"method={method}", "model=tiny_random")

@@ -9,7 +9,7 @@ import pytest
 from racer_bench.analysis import frames as F
 from racer_bench.analysis import records as R
 from racer_bench.errors import ConfigError
-from racer_bench.grid import run_grid
+from racer_bench.run.grid import run_grid
 
 BASE = ["debug=cpu_tiny", "task=tiny", "task.limit=3", "method=pld", "max_new_tokens=16"]
 STRICT_POINT = ["verifier=asd", "verifier.budget=0", "verifier.gate=0.5", "verifier.cap=1"]

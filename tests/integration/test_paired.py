@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from racer_bench.paired import compare_with_strict
+from racer_bench.run.paired import compare_with_strict
 from racer_bench.tasks.tiny import TinyTask
 
 

@@ -16,7 +16,7 @@ import torch
 from racer_bench.engine import small_gemm
 from racer_bench.engine.structs import Draft
 from racer_bench.engine.target import HFTarget
-from racer_bench.models import tiny_random
+from racer_bench.models.loaders import tiny_random
 
 pytestmark = pytest.mark.skipif(
     small_gemm.unavailable_reason() is not None,

@@ -17,7 +17,7 @@ from racer_bench.analysis import frames as F
 from racer_bench.analysis import records as R
 from racer_bench.analysis import tracking
 from racer_bench.errors import ConfigError
-from racer_bench.runner import run
+from racer_bench.run.runner import run
 from tests.unit.test_frames import write_run
 
 BLOCK, HEADER = 32768, 7  # W&B's transaction log: LevelDB log blocks after a 7-byte file header

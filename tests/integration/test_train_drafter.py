@@ -13,7 +13,7 @@ import pytest
 from methods.dspark import DSparkDrafter
 from methods.eagle3 import Eagle3Drafter
 from methods.medusa import MedusaDrafter
-from racer_bench.distill_data import read_cache
+from racer_bench.train.distill_data import read_cache
 from tests.conftest import REPO, TINY_PROMPTS, ar_tokens, run_generate
 
 DRAFTERS = {"medusa": MedusaDrafter, "eagle3": Eagle3Drafter, "dspark": DSparkDrafter}

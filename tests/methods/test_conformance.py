@@ -9,7 +9,7 @@ from hydra.utils import instantiate
 
 from methods.dspark_head import pass_last_feature
 from methods.head_layers import for_inference
-from racer_bench.configs import constructor_node
+from racer_bench.config.construct import constructor_node
 from racer_bench.engine.cost import CostProfile, synthetic
 from racer_bench.engine.scheduler import ConfidenceOptions, ConfidenceScheduler
 from racer_bench.engine.structs import Draft, DraftContext
@@ -138,7 +138,7 @@ PREDICTABLE_BASE = b"the cat sat on the mat. " * 4
 
 @pytest.fixture(scope="module")
 def predictable_target():
-    from racer_bench.models import tiny_random
+    from racer_bench.models.loaders import tiny_random
 
     return tiny_random(init_std=PREDICTABLE_STD)
 

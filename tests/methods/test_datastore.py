@@ -24,7 +24,7 @@ from methods.datastore import (
     token_dtype,
     top_prefixes,
 )
-from racer_bench.tiny_tokenizer import ByteTokenizer
+from racer_bench.models.tiny_tokenizer import ByteTokenizer
 from tests.conftest import REPO
 
 SEP = separator_for(260)

@@ -18,7 +18,7 @@ from methods.rest import retrieve_draft
 from methods.sps import SpSDrafter
 from racer_bench.engine.structs import DraftContext, Source
 from racer_bench.engine.tree import TrieBuilder, path_to, select_nodes
-from racer_bench.models import tiny_random
+from racer_bench.models.loaders import tiny_random
 from tests.methods.test_rest import make_store
 
 

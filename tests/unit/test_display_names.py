@@ -8,8 +8,8 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
-from racer_bench import configs
 from racer_bench.analysis import frames as F
+from racer_bench.config import paths as configs
 from tests.conftest import CONF_DIR, REPO
 from tests.scripts import load_script
 from tests.unit.test_frames import write_run

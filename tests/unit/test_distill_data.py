@@ -7,9 +7,9 @@ import re
 
 import pytest
 
-from racer_bench.distill_data import build_dataset, holdout_mask, read_cache, render
-from racer_bench.distill_prompts import SOURCES, distill_prompts, math_prompts
 from racer_bench.errors import ConfigError
+from racer_bench.train.distill_data import build_dataset, holdout_mask, read_cache, render
+from racer_bench.train.distill_prompts import SOURCES, distill_prompts, math_prompts
 from tests.conftest import SHARED_DATA
 
 

@@ -8,7 +8,7 @@ import pytest
 
 from racer_bench.engine import engine_choice as E
 from racer_bench.engine import small_gemm
-from racer_bench.models import tiny_random
+from racer_bench.models.loaders import tiny_random
 
 
 class FakeTarget:

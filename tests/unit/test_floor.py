@@ -7,8 +7,8 @@ import json
 import torch
 
 from racer_bench.engine import floor
-from racer_bench.models import tiny_random
-from racer_bench.runner import floor_block
+from racer_bench.models.loaders import tiny_random
+from racer_bench.run.runner import floor_block
 
 
 def test_weight_bytes_skip_an_untied_embedding_and_count_a_tied_one_once() -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from racer_bench import hardware
+from racer_bench.system import hardware
 
 CPUINFO = """processor\t: 0
 vendor_id\t: AuthenticAMD
@@ -197,7 +197,7 @@ def test_tree_clock_keeps_the_cpu_time_of_a_descendant_that_exited() -> None:
     import sys
     import time
 
-    from racer_bench.hardware import TreeClock
+    from racer_bench.system.hardware import TreeClock
 
     clock = TreeClock()
     before = clock()

@@ -42,7 +42,7 @@ def offenders(folder: Path, forbidden: tuple[str, ...], root: Path = REPO) -> li
     ("folder", "forbidden"),
     [
         (PACKAGE, ("methods",)),
-        (PACKAGE / "engine", ("racer_bench.analysis", "racer_bench.runner", "racer_bench.cli")),
+        (PACKAGE / "engine", ("racer_bench.analysis", "racer_bench.run.runner", "racer_bench.cli")),
     ],
     ids=["racer_bench-not-methods", "engine-not-analysis-or-runner"],
 )
@@ -55,6 +55,6 @@ def test_the_check_sees_an_upward_import(tmp_path: Path) -> None:
     (tmp_path / "engine" / "loop.py").write_text("def f():\n    from ..analysis import plots\n")
     assert "engine/loop.py: analysis" in offenders(tmp_path / "engine", ("analysis",), tmp_path)
     (tmp_path / "engine" / "loop.py").write_text("def f():\n    from racer_bench import runner\n")
-    assert offenders(tmp_path / "engine", ("racer_bench.runner",), tmp_path) == [
-        "engine/loop.py: racer_bench.runner"
+    assert offenders(tmp_path / "engine", ("racer_bench.run.runner",), tmp_path) == [
+        "engine/loop.py: racer_bench.run.runner"
     ]

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from racer_bench.models import publish_folder
+from racer_bench.models.loaders import publish_folder
 
 
 def _folder(path: Path, text: str) -> Path:

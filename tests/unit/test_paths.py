@@ -1,4 +1,4 @@
-"""Where things live, written once in ``racer_bench.configs``: the cache default and its
+"""Where things live, written once in ``racer_bench.config.paths``: the cache default and its
 environment variable, and the run's per-turn token limit."""
 
 from __future__ import annotations
@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from racer_bench import configs
+from racer_bench.config import construct
+from racer_bench.config import paths as configs
 from racer_bench.engine.small_gemm import kernel_dir
 from racer_bench.tasks.tiny import TinyTask
 
@@ -32,5 +33,5 @@ def test_the_paths_config_has_the_same_default(monkeypatch: pytest.MonkeyPatch) 
 
 
 def test_a_task_limit_overrides_the_run_limit() -> None:
-    assert configs.task_max_new_tokens(TinyTask(max_new_tokens=7), 256) == 7
-    assert configs.task_max_new_tokens(TinyTask(), 256) == 256
+    assert construct.task_max_new_tokens(TinyTask(max_new_tokens=7), 256) == 7
+    assert construct.task_max_new_tokens(TinyTask(), 256) == 256

@@ -7,7 +7,7 @@ import math
 import pytest
 
 from racer_bench.analysis import quality as Q
-from racer_bench.scoring import boxed_answers_agree, numeric_answers_agree
+from racer_bench.tasks.scoring import boxed_answers_agree, numeric_answers_agree
 
 
 def record(method: list[list[int]], strict: list[list[int]], lp=None, slp=None, **extra):

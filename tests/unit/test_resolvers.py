@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from hydra.utils import instantiate
 
-from racer_bench.configs import constructor_node
+from racer_bench.config.construct import constructor_node
+from racer_bench.config.resolvers import by_hardware, device_kind
 from racer_bench.errors import ConfigError
-from racer_bench.resolvers import by_hardware, device_kind
 
 
 def test_device_kind_names():

@@ -12,9 +12,9 @@ import time
 
 import pytest
 
-from racer_bench import runlock
 from racer_bench.analysis import records as R
 from racer_bench.errors import ConfigError
+from racer_bench.run import runlock
 from tests.conftest import REPO
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from racer_bench.sandbox import run_python
+from racer_bench.tasks.sandbox import run_python
 
 
 @pytest.fixture

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 from omegaconf import OmegaConf
 
+from racer_bench.config.schema import RESERVED_KEYS
 from racer_bench.engine.cost import synthetic
 from racer_bench.engine.scheduler import ConfidenceOptions, ConfidenceScheduler
 from racer_bench.engine.scheduler_settings import (
@@ -20,7 +21,6 @@ from racer_bench.engine.scheduler_settings import (
     upgrade,
 )
 from racer_bench.errors import ConfigError
-from racer_bench.schema import RESERVED_KEYS
 from tests.conftest import CONF_DIR
 
 SCHEDULERS = sorted(p.stem for p in (CONF_DIR / "scheduler").glob("*.yaml"))
@@ -111,8 +111,8 @@ def test_saved_configs_naming_the_scheduler_classes_still_load():
 def test_a_run_saved_with_the_scheduler_class_resumes(compose_cfg, tmp_path):
     import json
 
-    from racer_bench.resume import restore
-    from racer_bench.runner import scheduler_settings, validate
+    from racer_bench.run.resume import restore
+    from racer_bench.run.runner import scheduler_settings, validate
 
     cfg = compose_cfg("model=tiny_random", "task=tiny", "method=racer", "scheduler=confidence")
     saved = OmegaConf.to_container(cfg, resolve=True)

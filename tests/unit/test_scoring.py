@@ -6,7 +6,7 @@ from fractions import Fraction
 
 import pytest
 
-from racer_bench.scoring import (
+from racer_bench.tasks.scoring import (
     extract_final_number,
     find_numbers,
     gsm8k_gold,

@@ -13,8 +13,10 @@ from pathlib import Path
 import pytest
 from hydra.utils import instantiate
 
-from racer_bench.configs import DEFAULT_MODELS_DIR, constructor_node
+from racer_bench.config.construct import constructor_node
+from racer_bench.config.paths import DEFAULT_MODELS_DIR
 from racer_bench.errors import ConfigError
+from racer_bench.models.tiny_tokenizer import ByteTokenizer
 from racer_bench.tasks.base import Prompt, Task, balanced_sample, split_of
 from racer_bench.tasks.datafiles import (
     SOURCES,
@@ -29,7 +31,6 @@ from racer_bench.tasks.math500 import Math500Task
 from racer_bench.tasks.mgsm import MGSMZhTask
 from racer_bench.tasks.spec_bench import MT_BENCH_CATEGORIES, SpecBenchTask, report_category
 from racer_bench.tasks.tiny import TinyTask
-from racer_bench.tiny_tokenizer import ByteTokenizer
 from tests.conftest import CONF_DIR, REPO, run_generate
 
 DATA_TASKS = {"spec_bench": SpecBenchTask, "gsm8k": GSM8KTask, "math500": Math500Task,

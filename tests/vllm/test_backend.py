@@ -14,7 +14,7 @@ import sys
 import pytest
 
 from racer_bench.errors import ConfigError
-from racer_bench.runner import check_native
+from racer_bench.run.runner import check_native
 from racer_bench.vllm_backend.peers import VllmBuiltin
 from racer_bench.vllm_backend.run import inside_vllm, keeps_state, speculative_config
 from tests.conftest import REPO
@@ -51,7 +51,7 @@ def test_methods_that_learn_across_requests_are_known():
 def test_a_method_run_with_less_than_it_needs_is_labelled(compose_cfg, tiny_target):
     from hydra.utils import instantiate
 
-    from racer_bench.configs import constructor_node
+    from racer_bench.config.construct import constructor_node
 
     racer = instantiate(constructor_node(compose_cfg("method=racer", "model=tiny_random").method))(
         vocab_size=tiny_target.vocab_size

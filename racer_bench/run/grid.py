@@ -4,7 +4,7 @@ A Hydra multirun over ASD's (B, g, M) pairs every job with its own strict-greedy
 a cluster, but the strict decode is repeated once per grid point. Here the whole grid runs in
 one process instead: per prompt, strict greedy once and every grid point back to back (the order
 rotates with the prompt index, so machine noise hits all alike), then every output's target
-log-probability and each point's answer agreement with strict (:mod:`racer_bench.paired`,
+log-probability and each point's answer agreement with strict (:mod:`racer_bench.run.paired`,
 untimed). Each grid point is then written as an ordinary run folder (``manifest.json``,
 ``prompts.jsonl`` holding the shared strict record, ``summary.json``, ``.hydra/overrides.yaml``),
 so ``scripts/collect_sweep.py``, the tables and the notebooks read them like multirun jobs.
@@ -23,13 +23,13 @@ from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig, OmegaConf, open_dict
 from tqdm.auto import tqdm
 
-from racer_bench import hardware, runlock
 from racer_bench.analysis import records as R
-from racer_bench.configs import CONF_DIR
+from racer_bench.config.paths import CONF_DIR
 from racer_bench.engine.verify import GreedyVerifier
 from racer_bench.errors import ConfigError
-from racer_bench.resume import differing_keys
-from racer_bench.runner import (
+from racer_bench.run import runlock
+from racer_bench.run.resume import differing_keys
+from racer_bench.run.runner import (
     Mode,
     Setup,
     build,
@@ -44,6 +44,7 @@ from racer_bench.runner import (
     thread_governor,
     validate,
 )
+from racer_bench.system import hardware
 
 STRICT = "strict"
 

@@ -21,10 +21,10 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from racer_bench.analysis import records as R
-from racer_bench.configs import CONF_DIR, REPO_ROOT
+from racer_bench.config.paths import CONF_DIR, REPO_ROOT
+from racer_bench.config.resolvers import device_kind
 from racer_bench.engine.scheduler_settings import upgrade
 from racer_bench.errors import ConfigError
-from racer_bench.resolvers import device_kind
 
 SAFE_KEYS = (
     "resume",

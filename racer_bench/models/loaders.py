@@ -18,9 +18,9 @@ from typing import Annotated, Any, Literal
 import torch
 from annotated_types import Ge
 
+from racer_bench.config.schema import PositiveFloat, PositiveInt, Seed
 from racer_bench.engine.target import HFTarget
 from racer_bench.errors import ConfigError
-from racer_bench.schema import PositiveFloat, PositiveInt, Seed
 
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16,
           "float64": torch.float64}  # fmt: skip
@@ -171,7 +171,7 @@ def tiny_random(
     ``num_kv_heads`` below ``num_heads`` gives grouped-query attention; ``architecture=gemma3``
     alternates sliding-window (``sliding_window`` tokens) and full-attention layers.
     """
-    from racer_bench.tiny_tokenizer import ByteTokenizer
+    from racer_bench.models.tiny_tokenizer import ByteTokenizer
 
     if architecture not in ("llama", "gemma3"):
         raise ConfigError(f"model.architecture={architecture}: allowed values are llama, gemma3")

@@ -6,7 +6,6 @@ import gc
 import hashlib
 import json
 import signal
-import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -14,16 +13,17 @@ from pathlib import Path
 from typing import Any, Literal
 
 import torch
-from hydra.utils import get_object, instantiate
 from omegaconf import DictConfig, OmegaConf
 from tqdm.auto import tqdm
 
-from racer_bench import hardware, interrupts, resume, runlock
 from racer_bench.analysis import records as R
 from racer_bench.analysis import tracking
 from racer_bench.analysis.summary import summarize
 from racer_bench.analysis.tracking import LoggerConfig
-from racer_bench.configs import DEFAULT_CACHE_DIR, REPO_ROOT, constructor_node, task_max_new_tokens
+from racer_bench.config.backend import BackendConfig
+from racer_bench.config.construct import construct, task_max_new_tokens
+from racer_bench.config.paths import DEFAULT_CACHE_DIR, REPO_ROOT
+from racer_bench.config.schema import Instantiable, NonNegativeInt, PositiveInt, Seed, check
 from racer_bench.engine import engine_choice
 from racer_bench.engine.cost import CostProfile
 from racer_bench.engine.decode import LoopOptions, generate
@@ -34,13 +34,13 @@ from racer_bench.engine.scheduler_settings import SchedulerSettings, settings_of
 from racer_bench.engine.stopping import StopRule
 from racer_bench.engine.target import Engine, HFTarget
 from racer_bench.engine.verify import GreedyVerifier, Verifier
-from racer_bench.errors import ConfigError, RunStopped, find_config_error
-from racer_bench.hf_reference import REFERENCE, reference_turns
-from racer_bench.models import resolve_device
-from racer_bench.paired import compare_with_strict
-from racer_bench.schema import Instantiable, NonNegativeInt, PositiveInt, Seed, check
+from racer_bench.errors import ConfigError, RunStopped
+from racer_bench.models.loaders import resolve_device
+from racer_bench.run import resume, runlock
+from racer_bench.run.paired import compare_with_strict
+from racer_bench.run.reference import REFERENCE, reference_turns
+from racer_bench.system import hardware, interrupts
 from racer_bench.tasks.base import Prompt, Task
-from racer_bench.vllm_backend.config import BackendConfig
 
 PROFILE_FILE = "cost_profile.json"
 
@@ -89,7 +89,7 @@ class RunConfig:
     """Schema of ``conf/config.yaml``: the run-level keys and the groups below them.
 
     Groups with ``_target_`` (model, method, verifier, task) are described by their targets'
-    signatures (:mod:`racer_bench.schema`); a new top-level key or group is declared here.
+    signatures (:mod:`racer_bench.config.schema`); a new top-level key or group is declared here.
     """
 
     seed: Seed = 0
@@ -122,41 +122,6 @@ def validate(cfg: DictConfig) -> None:
     """Check every key against :class:`RunConfig` before anything loads (one-line ConfigError)."""
     check(cfg, RunConfig)
     scheduler_settings(cfg)  # checks what the schema cannot (a profile spec)
-
-
-def construct(node: DictConfig, group: str, **kwargs: Any) -> Any:
-    """``instantiate(node)(**kwargs)``; a ValueError raised by the target's own module (its
-    constructor's checks) becomes a one-line ConfigError naming the group.
-
-    The schema catches a bad value of one key before anything loads; what it cannot express
-    (keys that must agree, a file that must exist) is checked by the constructors. A ValueError
-    raised deeper (a library, a bug) keeps its traceback.
-    """
-    try:
-        made = instantiate(constructor_node(node))
-        return made(**kwargs) if kwargs else made
-    except Exception as error:
-        cause = find_config_error(error) or _constructor_error(error, str(node._target_))
-        if cause is None:
-            raise
-        message = str(cause).splitlines()[0] if str(cause) else type(cause).__name__
-        message = message if message.startswith(group) else f"{group}: {message}"
-        raise ConfigError(message) from error
-
-
-def _constructor_error(error: BaseException, target: str) -> ValueError | None:
-    """The ValueError behind ``error`` if it was raised in the module defining ``target``."""
-    current: BaseException | None = error
-    while current is not None and not isinstance(current, ValueError):
-        current = current.__cause__
-    if current is None or current.__traceback__ is None:
-        return None
-    frame = current.__traceback__
-    while frame.tb_next is not None:
-        frame = frame.tb_next
-    module = sys.modules.get(getattr(get_object(target), "__module__", ""))
-    where = getattr(module, "__file__", None)
-    return current if where and frame.tb_frame.f_code.co_filename == where else None
 
 
 def build(cfg: DictConfig) -> Setup:
@@ -300,7 +265,7 @@ def run_prompt(setup: Setup, prompt: Prompt, index: int) -> dict[str, Any]:
     """Every mode on one prompt, back to back; the order alternates with the prompt index.
 
     With a strict-greedy mode, each lossy mode's answer agreement and every output's target
-    log-probability follow (:mod:`racer_bench.paired`), after all timed decoding.
+    log-probability follow (:mod:`racer_bench.run.paired`), after all timed decoding.
     """
     record: dict[str, Any] = {"id": prompt.id, "category": prompt.category, "index": index}
     for name, turns_of in contenders(setup, index):
@@ -374,7 +339,7 @@ def run(
 
     With ``resume`` set, the run's own saved configuration is used; ``overrides`` (this
     invocation's command-line overrides) may only change keys that do not change results
-    (:mod:`racer_bench.resume`). Ctrl-C or SIGTERM raise :class:`RunStopped` after leaving the
+    (:mod:`racer_bench.run.resume`). Ctrl-C or SIGTERM raise :class:`RunStopped` after leaving the
     folder resumable. Returns the summary.
     """
     choices = dict(choices or {})
@@ -476,7 +441,7 @@ def run_prompts(
 
 def thread_governor(cfg: DictConfig) -> hardware.ThreadGovernor | None:
     """With ``adapt_threads`` (default), torch's threads follow the cores other processes
-    leave free, prompt by prompt (:class:`racer_bench.hardware.ThreadGovernor`)."""
+    leave free, prompt by prompt (:class:`racer_bench.system.hardware.ThreadGovernor`)."""
     if not cfg.get("adapt_threads", True):
         return None
     return hardware.ThreadGovernor(torch.get_num_threads())
@@ -568,7 +533,7 @@ def finalize(
     """Summarize every prompt line of the run folder (resumed parts included).
 
     ``load`` is the machine's load while this invocation ran its prompts
-    (:class:`racer_bench.hardware.LoadMeter`); a run that was not alone carries a warning.
+    (:class:`racer_bench.system.hardware.LoadMeter`); a run that was not alone carries a warning.
     """
     records = R.load_prompts(run_dir)
     category_of = getattr(setup.task, "report_category", lambda c: c)

@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 
 from annotated_types import Interval
 
-from racer_bench.schema import NonNegativeInt, PositiveInt
+from racer_bench.config.schema import NonNegativeInt, PositiveInt
 
 
 @dataclass

@@ -1,6 +1,6 @@
 """Self-distillation data for model-based drafters: the target's own greedy answers.
 
-Prompts come from :mod:`racer_bench.distill_prompts` (disjoint from every evaluation set). The
+Prompts come from :mod:`racer_bench.train.distill_prompts` (disjoint from every evaluation set). The
 target's greedy continuations are generated in batches and appended, one JSON line per prompt,
 to a cache file (``data.cache``) right after each batch: an interrupted build loses at most one
 batch, a rerun generates only the prompts the cache lacks, and every head trained later reuses
@@ -19,8 +19,8 @@ from typing import Any
 
 import torch
 
-from racer_bench.distill_prompts import DistillPrompt
 from racer_bench.errors import ConfigError
+from racer_bench.train.distill_prompts import DistillPrompt
 
 
 def render(tokenizer: Any, prompt: DistillPrompt) -> list[int]:

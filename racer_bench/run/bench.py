@@ -16,16 +16,17 @@ import torch
 from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
 
-from racer_bench import hardware
 from racer_bench.analysis import metrics as M
-from racer_bench.configs import CONF_DIR, REPO_ROOT, constructor_node
+from racer_bench.config.construct import constructor_node
+from racer_bench.config.paths import CONF_DIR, REPO_ROOT
 from racer_bench.engine.decode import LoopOptions, generate
 from racer_bench.engine.drafter import Drafter
 from racer_bench.engine.scheduler import Scheduler
 from racer_bench.engine.stopping import StopRule
 from racer_bench.engine.target import HFTarget
 from racer_bench.engine.verify import GreedyVerifier
-from racer_bench.hf_reference import hf_generate
+from racer_bench.run.reference import hf_generate
+from racer_bench.system import hardware
 
 MODE = "method"  # the mode a contender's prompts are recorded under for analysis/metrics.py
 
@@ -135,7 +136,7 @@ def method_setup(
     ``scheduler=...`` and ``scheduler.<key>=...`` overrides go to the scheduler group (e.g.
     ``scheduler=confidence``, which also sizes the candidates); the rest to the method.
     """
-    from racer_bench.runner import cost_profile, scheduler_settings
+    from racer_bench.run.runner import cost_profile, scheduler_settings
 
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         cfg = compose("config", [f"method={method}", *group_overrides(overrides)])

@@ -1,7 +1,7 @@
 """How a HumanEval completion behaves on its problem's tests, recorded outcome by outcome.
 
 Two completions that both fail the tests may still behave alike or not; the pass bit cannot
-tell. :func:`behaviour` runs a completion in the sandbox (:mod:`racer_bench.sandbox`) against
+tell. :func:`behaviour` runs a completion in the sandbox (:mod:`racer_bench.tasks.sandbox`) against
 the problem's ``check`` function, one top-level statement of its body at a time, and records
 
 * ``load``: ``"ok"`` or the exception that defining the code raised (``SyntaxError`` ...);
@@ -23,7 +23,7 @@ import ast
 import json
 from typing import Any
 
-from racer_bench.sandbox import run_python_report
+from racer_bench.tasks.sandbox import run_python_report
 
 REPORT_FILE = "behaviour.json"
 MAX_CALLS = 500

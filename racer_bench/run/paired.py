@@ -1,6 +1,6 @@
 """What a lossy verifier changed on one prompt, measured where the target and task are loaded.
 
-After every mode has answered a prompt (:func:`racer_bench.runner.run_prompt`), for each mode
+After every mode has answered a prompt (:func:`racer_bench.run.runner.run_prompt`), for each mode
 paired with strict greedy (``method``, or a grid's ``point<i>``):
 
 * every turn of every mode gets ``target_logprob``: the summed log-probability of its tokens
@@ -21,7 +21,7 @@ from typing import Any
 from racer_bench.analysis.quality import LOGPROB_KEY
 from racer_bench.engine.likelihood import output_logprobs
 from racer_bench.engine.target import HFTarget
-from racer_bench.hf_reference import REFERENCE
+from racer_bench.run.reference import REFERENCE
 from racer_bench.tasks.base import Prompt, Task
 
 STRICT = "strict"
