@@ -5,7 +5,7 @@
 
 A plain loop: data, optimiser, clock, evaluation, checkpoints. What differs between heads
 (features read, the head, its loss, depth-1 logits, calibration, checkpoint) is the head
-kind's (:mod:`methods.head_kind`; ``kind`` names one of ``HEAD_KINDS`` or is ``module:Class``).
+kind's (:mod:`methods.heads.kind`; ``kind`` names one of ``HEAD_KINDS`` or is ``module:Class``).
 
 Steps: (1) the target's greedy continuations of the distillation prompts are read from, or
 added to, the cache ``data.cache`` (resumable, shared by every head; see
@@ -41,7 +41,7 @@ from omegaconf import DictConfig, OmegaConf
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from methods.draft_vocab import draft_labels, frequent_tokens
-from methods.head_kind import HEAD_KINDS, HeadKind, Sample, head_kind
+from methods.heads.kind import HEAD_KINDS, HeadKind, Sample, head_kind
 from racer_bench.config.schema import (
     Instantiable,
     NonNegativeFloat,
@@ -126,7 +126,7 @@ class OptimConfig:
 class TrainConfig:
     """Schema of ``conf/train/config.yaml`` (see :mod:`racer_bench.config.schema`)."""
 
-    kind: str = "medusa"  # a key of methods.head_kind.HEAD_KINDS or module:Class
+    kind: str = "medusa"  # a key of methods.heads.kind.HEAD_KINDS or module:Class
     model_name: str = "smollm2_135m"
     num_threads: PositiveInt = 1
     seed: Seed = 0

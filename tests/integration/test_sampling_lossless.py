@@ -26,7 +26,7 @@ import pytest
 import torch
 
 from methods.dspark import DSparkDrafter
-from methods.dspark_head import dspark_loss
+from methods.dspark.head import dspark_loss
 from methods.pld import PLDDrafter
 from racer_bench.engine.drafter import DrafterNeeds, NullDrafter, OracleDrafter
 from racer_bench.engine.sampling import SamplingVerifier

@@ -7,8 +7,8 @@ import pytest
 import torch
 from hydra.utils import instantiate
 
-from methods.dspark_head import pass_last_feature
-from methods.head_layers import for_inference
+from methods.dspark.head import pass_last_feature
+from methods.heads.layers import for_inference
 from racer_bench.config.construct import constructor_node
 from racer_bench.engine.cost import CostProfile, synthetic
 from racer_bench.engine.scheduler import ConfidenceOptions, ConfidenceScheduler

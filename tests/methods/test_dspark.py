@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from methods.dspark import DSparkDrafter, _survival
-from methods.dspark_head import (
+from methods.dspark.drafter import DSparkDrafter, _survival
+from methods.dspark.head import (
     DSparkHead,
     acceptance_scores,
     block_outputs,

@@ -8,9 +8,9 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from methods.eagle3 import Eagle3Drafter, _TreeRun
-from methods.eagle3_checkpoint import load_eagle3, map_eagle3_state
-from methods.eagle3_head import Eagle3Head, eagle3_config, ttt_mask
+from methods.eagle3.checkpoint import load_eagle3, map_eagle3_state
+from methods.eagle3.drafter import Eagle3Drafter, _TreeRun
+from methods.eagle3.head import Eagle3Head, eagle3_config, ttt_mask
 from racer_bench.engine.structs import DraftContext, Feedback
 from racer_bench.errors import ConfigError
 from tests.conftest import TINY_PROMPTS, ar_tokens, run_generate

@@ -6,9 +6,9 @@ import pytest
 import torch
 
 from methods.draft_tree import _best_nodes, grow_tree
-from methods.head_checkpoint import save_checkpoint
+from methods.heads.checkpoint import save_checkpoint
 from methods.medusa import MedusaDrafter
-from methods.medusa_head import MedusaHeads
+from methods.medusa.head import MedusaHeads
 from racer_bench.engine.structs import DraftContext, Feedback
 from racer_bench.errors import ConfigError
 from tests.conftest import TINY_PROMPTS, ar_tokens, run_generate

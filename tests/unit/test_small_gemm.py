@@ -76,8 +76,8 @@ def test_float64_linears_are_not_replaced() -> None:
 
 @pytest.mark.parametrize("engine", ["auto", "fast", "eager"])
 def test_draft_heads_use_the_kernel_unless_the_engine_is_eager(engine: str) -> None:
-    from methods.head_layers import for_inference
-    from methods.medusa_head import MedusaHeads
+    from methods.heads.layers import for_inference
+    from methods.medusa.head import MedusaHeads
 
     torch.manual_seed(0)
     heads = MedusaHeads(32, 2, 1, torch.arange(50))

@@ -31,7 +31,7 @@ Scaled down for a CPU (and our own design where the paper gives no detail):
   other bidirectionally as in DFlash, or causally (``head.block_causal``: row k reads rows
   0..k, which lets training add one-row blocks for the first position);
 * a fresh head starts as the identity on the target's last feature layer (``head.init`` =
-  ``pass_last``, Medusa's zero-initialised-residual idea; :func:`methods.dspark_head.
+  ``pass_last``, Medusa's zero-initialised-residual idea; :func:`methods.dspark.head.
   pass_last_feature`), which gave more accepted tokens per step than a random ``fc`` in the
   same training minutes (docs/model_drafters.md);
 * the confidence head trains beside the drafter on detached states (BCE on the teacher-forced
@@ -57,9 +57,9 @@ from typing import ClassVar
 import torch
 
 from methods.draft_tree import grow_scored_tree, tree_draft
-from methods.dspark_head import KV, DSparkHead, acceptance_scores, dspark_config
-from methods.head_checkpoint import load_checkpoint
-from methods.head_drafter import HeadDrafter, on_feature_device
+from methods.dspark.head import KV, DSparkHead, acceptance_scores, dspark_config
+from methods.heads.checkpoint import load_checkpoint
+from methods.heads.drafter import HeadDrafter, on_feature_device
 from racer_bench.config.schema import NonNegativeFloat, NonNegativeInt, PositiveInt, Seed
 from racer_bench.engine.structs import Draft, DraftContext, Source
 from racer_bench.engine.target import Engine

@@ -13,7 +13,7 @@ Deviations: RoPE without Llama-3 frequency scaling; ``checkpoint: null`` builds 
 (tests only; lossless since verification is exact). Checkpoints are either trained here
 (``scripts/train_drafter.py kind=eagle3``) or a published EAGLE-3 folder
 (``config.json`` + ``model.safetensors``/``pytorch_model.bin``), see
-:func:`methods.eagle3_checkpoint.load_eagle3`.
+:func:`methods.eagle3.checkpoint.load_eagle3`.
 """
 
 from __future__ import annotations
@@ -24,9 +24,9 @@ from typing import ClassVar
 import torch
 
 from methods.draft_tree import grow_scored_tree, tree_draft
-from methods.eagle3_checkpoint import load_eagle3
-from methods.eagle3_head import Eagle3Head, eagle3_config
-from methods.head_drafter import HeadDrafter, on_feature_device
+from methods.eagle3.checkpoint import load_eagle3
+from methods.eagle3.head import Eagle3Head, eagle3_config
+from methods.heads.drafter import HeadDrafter, on_feature_device
 from racer_bench.config.schema import NonNegativeInt, PositiveInt, Seed
 from racer_bench.engine.structs import Draft, DraftContext
 from racer_bench.engine.target import Engine

@@ -1,4 +1,4 @@
-"""DSpark as a head kind of ``scripts/train_drafter.py`` (:mod:`methods.head_kind`): block
+"""DSpark as a head kind of ``scripts/train_drafter.py`` (:mod:`methods.heads.kind`): block
 training at random anchors, and the confidence temperatures fitted on held-out blocks."""
 
 from __future__ import annotations
@@ -10,14 +10,14 @@ import torch
 from torch import nn
 
 from methods.calibration import expected_calibration_error, sequential_temperatures, survival
-from methods.dspark_head import (
+from methods.dspark.head import (
     DSparkHead,
     block_outputs,
     dspark_config,
     dspark_loss,
     pass_last_feature,
 )
-from methods.head_kind import (
+from methods.heads.kind import (
     HeadKind,
     Sample,
     answer_roots,

@@ -2,7 +2,7 @@
 and the next token's embedding, and its training-time-test loss.
 
 Parameter names follow the published EAGLE-3 checkpoints (``fc``, ``midlayer.*``, ``norm``,
-``lm_head``, ``d2t``) so they load unchanged (:mod:`methods.eagle3_checkpoint`).
+``lm_head``, ``d2t``) so they load unchanged (:mod:`methods.eagle3.checkpoint`).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from methods.head_layers import Eagle3Attention, RMSNorm
+from methods.heads.layers import Eagle3Attention, RMSNorm
 
 
 class Eagle3Layer(nn.Module):

@@ -11,7 +11,7 @@ from typing import Any, ClassVar
 import torch
 from torch import nn
 
-from methods.head_layers import for_inference
+from methods.heads.layers import for_inference
 from racer_bench.config.schema import NonNegativeInt, Seed
 from racer_bench.engine.drafter import DrafterNeeds
 from racer_bench.engine.structs import Draft, DraftContext, Feedback

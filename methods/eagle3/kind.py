@@ -1,4 +1,4 @@
-"""EAGLE-3 as a head kind of ``scripts/train_drafter.py`` (:mod:`methods.head_kind`)."""
+"""EAGLE-3 as a head kind of ``scripts/train_drafter.py`` (:mod:`methods.heads.kind`)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from typing import Any
 import torch
 from torch import nn
 
-from methods.eagle3_head import Eagle3Head, eagle3_config, eagle3_loss, eagle3_step_logits
-from methods.head_kind import (
+from methods.eagle3.head import Eagle3Head, eagle3_config, eagle3_loss, eagle3_step_logits
+from methods.heads.kind import (
     HeadKind,
     Sample,
     answer_roots,

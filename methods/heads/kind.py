@@ -19,14 +19,14 @@ from typing import Any, ClassVar
 import torch
 from torch import nn
 
-from methods.head_checkpoint import save_checkpoint
+from methods.heads.checkpoint import save_checkpoint
 from racer_bench.engine.target import HFTarget
 from racer_bench.errors import ConfigError
 
 HEAD_KINDS: dict[str, str] = {
-    "medusa": "methods.medusa_kind:MedusaKind",
-    "eagle3": "methods.eagle3_kind:Eagle3Kind",
-    "dspark": "methods.dspark_kind:DSparkKind",
+    "medusa": "methods.medusa.kind:MedusaKind",
+    "eagle3": "methods.eagle3.kind:Eagle3Kind",
+    "dspark": "methods.dspark.kind:DSparkKind",
 }
 
 

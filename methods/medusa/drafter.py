@@ -23,8 +23,8 @@ from typing import ClassVar
 import torch
 
 from methods.draft_tree import grow_scored_tree, tree_draft
-from methods.head_drafter import HeadDrafter, on_feature_device
-from methods.medusa_head import MedusaHeads, load_medusa
+from methods.heads.drafter import HeadDrafter, on_feature_device
+from methods.medusa.head import MedusaHeads, load_medusa
 from racer_bench.config.schema import PositiveInt, Seed
 from racer_bench.engine.structs import Draft, DraftContext
 from racer_bench.engine.target import Engine

@@ -26,7 +26,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from methods.head_layers import Eagle3Attention, RMSNorm, rope
+from methods.heads.layers import Eagle3Attention, RMSNorm, rope
 
 KV = list[tuple[torch.Tensor, torch.Tensor]]  # per layer: keys, values [S, kv_heads, D]
 BLOCK_INPUTS = ("normed", "concat", "sum")

@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from methods.head_checkpoint import load_checkpoint
+from methods.heads.checkpoint import load_checkpoint
 
 
 class ResBlock(nn.Module):
