@@ -68,7 +68,7 @@ class HeadDrafter:
         if checkpoint is not None:
             self.head = for_inference(self._load_head(checkpoint), engine)
             layers = tuple(feature_layers or self._checkpoint_layers())
-        self.needs = DrafterNeeds(hidden_states=True, hidden_layers=layers)
+        self.needs = DrafterNeeds(hidden_states=True, hidden_layers=layers, backends=("native",))
         self.reset([], None)
 
     def _load_head(self, checkpoint: str) -> nn.Module:

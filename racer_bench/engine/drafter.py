@@ -13,6 +13,8 @@ import torch
 
 from racer_bench.engine.structs import Draft, DraftContext, Feedback, Source
 
+BACKENDS: tuple[str, ...] = ("native", "vllm")  # the engines of conf/backend
+
 
 @dataclass(frozen=True)
 class DrafterNeeds:
@@ -31,6 +33,10 @@ class DrafterNeeds:
         hidden_layers: indices into the model's ``hidden_states`` tuple (0 = embeddings, -1 =
             the final normed state) concatenated along the feature axis; empty = the final
             normed state only (what the LM head reads).
+        backends: the engines (:data:`BACKENDS`) the drafter runs on, read by
+            :func:`runs_on`; None = every engine that can give it what it needs: only
+            ``native`` with ``hidden_states`` (vLLM's custom proposer gets no hidden states),
+            else all.
     """
 
     topk: int = 0
@@ -38,6 +44,21 @@ class DrafterNeeds:
     node_topk: bool = True
     hidden_states: bool = False
     hidden_layers: tuple[int, ...] = ()
+    backends: tuple[str, ...] | None = None
+
+    def __post_init__(self) -> None:
+        if self.backends is None:
+            object.__setattr__(self, "backends", ("native",) if self.hidden_states else BACKENDS)
+        elif self.hidden_states and "vllm" in self.backends:
+            raise ValueError("a drafter that needs hidden states cannot run on vllm")
+
+
+def runs_on(drafter: object, backend: str) -> bool:
+    """Whether ``drafter`` runs on the engine ``backend`` (a name of :data:`BACKENDS`), as its
+    ``needs.backends`` declares; an object without ``needs`` runs on every engine."""
+    needs = getattr(drafter, "needs", None)
+    declared = BACKENDS if needs is None else needs.backends
+    return backend in (declared or ())
 
 
 @runtime_checkable

@@ -29,8 +29,7 @@ class VllmBuiltin:
 
     name: ClassVar[str] = "vllm_builtin"
     version: ClassVar[str] = "1"
-    backends: ClassVar[tuple[str, ...]] = ("vllm",)
-    needs = DrafterNeeds()
+    needs = DrafterNeeds(backends=("vllm",))
     capacity = 0
 
     def __init__(

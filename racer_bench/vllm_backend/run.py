@@ -27,7 +27,7 @@ from racer_bench.analysis import records as R
 from racer_bench.analysis.summary import summarize_batches
 from racer_bench.config.construct import task_max_new_tokens
 from racer_bench.config.paths import REPO_ROOT
-from racer_bench.engine.drafter import Drafter
+from racer_bench.engine.drafter import Drafter, runs_on
 from racer_bench.errors import ConfigError
 from racer_bench.run import runlock
 from racer_bench.system import hardware
@@ -113,7 +113,7 @@ def inside_vllm(method: Any) -> dict[str, Any]:
         return {"proposer": f"vLLM {method.method}", "receives": ["vLLM's own inputs"],
                 "missing": [], "drafts": "chains", "label": f"vLLM {method.method}"}  # fmt: skip
     needs = getattr(method, "needs", None)
-    if needs is not None and needs.hidden_states:
+    if not runs_on(method, "vllm"):
         raise ConfigError(f"method={method.name}: model-based drafters need the target's hidden "
                           "states, which vLLM's custom_class proposer does not get; use "
                           "backend=native")  # fmt: skip
