@@ -27,7 +27,7 @@ from racer_bench.config.schema import Instantiable, NonNegativeInt, PositiveInt,
 from racer_bench.engine import engine_choice
 from racer_bench.engine.cost import CostProfile
 from racer_bench.engine.decode import LoopOptions, generate
-from racer_bench.engine.drafter import Drafter, NullDrafter
+from racer_bench.engine.drafter import Drafter, NullDrafter, runs_on
 from racer_bench.engine.floor import floor_record
 from racer_bench.engine.scheduler import ConfidenceScheduler, FixedScheduler, Scheduler
 from racer_bench.engine.scheduler_settings import SchedulerSettings, settings_of
@@ -200,8 +200,7 @@ def model_key(cfg: DictConfig) -> str:
 
 def check_native(drafter: Drafter, cfg: DictConfig) -> None:
     """Refuse a method that runs only inside another engine (vLLM's own proposers)."""
-    backends = getattr(drafter, "backends", ("native",))
-    if "native" not in backends:
+    if not runs_on(drafter, "native"):
         method = cfg.method.get("method", type(drafter).__name__)
         raise ConfigError(f"method: vLLM's own proposer ({method}) runs only with backend=vllm")
 
