@@ -119,26 +119,6 @@ def core_type(tp: Any) -> Any:
     return tp
 
 
-def type_of(cfg: DictConfig, schema: Any, dotted: str) -> Any:
-    """The declared annotation of the key ``dotted`` (``method.capacity``) of ``cfg`` under
-    ``schema``; KeyError when nothing declares it."""
-    node: Any = cfg
-    tp = schema
-    for part in dotted.split("."):
-        target = target_of(node, "") if isinstance(node, DictConfig) else None
-        if target is not None or _is_schema(tp):
-            declared = keys_of(target if target is not None else tp)
-        elif get_origin(tp) in (dict, Mapping):
-            declared = {part: get_args(tp)[1]}
-        else:
-            declared = {}
-        if part not in declared:
-            raise KeyError(dotted)
-        tp = declared[part]
-        node = node.get(part) if isinstance(node, DictConfig) else None
-    return tp
-
-
 # ------------------------------------------------------------------ checking a config
 def check(cfg: DictConfig, schema: Any, path: str = "") -> None:
     """Raise a one-line :class:`ConfigError` for the first key of ``cfg`` that ``schema``

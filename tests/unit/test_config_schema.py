@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import importlib.util
 import sys
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, is_dataclass
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args, get_origin
 
 import pytest
 import yaml
@@ -23,7 +23,15 @@ from annotated_types import Ge, Gt, Interval, Le, Lt
 from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from racer_bench.config.schema import RESERVED_KEYS, PositiveInt, bounds, check, core_type, type_of
+from racer_bench.config.schema import (
+    RESERVED_KEYS,
+    PositiveInt,
+    bounds,
+    check,
+    core_type,
+    keys_of,
+    target_of,
+)
 from racer_bench.errors import ConfigError
 from racer_bench.run.runner import RunConfig
 from tests.conftest import CONF_DIR, REPO
@@ -104,6 +112,26 @@ def compose_file(path: Path) -> tuple[DictConfig, Any, list[str]]:
     else:
         cfg = composed(primary, tuple(overrides)).copy()
     return cfg, schema, [f"{package}{k}" for k in leaves(raw)]
+
+
+def type_of(cfg: DictConfig, schema: Any, dotted: str) -> Any:
+    """The declared annotation of the key ``dotted`` (``method.capacity``) of ``cfg`` under
+    ``schema``, found as :func:`check` finds it; KeyError when nothing declares it."""
+    node: Any = cfg
+    tp = schema
+    for part in dotted.split("."):
+        target = target_of(node, "") if isinstance(node, DictConfig) else None
+        if target is not None or (is_dataclass(tp) and isinstance(tp, type)):
+            declared = keys_of(target if target is not None else tp)
+        elif get_origin(tp) in (dict, Mapping):
+            declared = {part: get_args(tp)[1]}
+        else:
+            declared = {}
+        if part not in declared:
+            raise KeyError(dotted)
+        tp = declared[part]
+        node = node.get(part) if isinstance(node, DictConfig) else None
+    return tp
 
 
 def is_number(value: Any) -> bool:
