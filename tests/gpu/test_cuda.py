@@ -38,7 +38,7 @@ def test_methods_lossless_on_cuda_fp32(method, compose_cfg, cuda_target):
 def test_fp16_tree_forward_matches_sequential_argmax_mostly():
     """fp16 tree attention may flip near-ties; report, and require most prompts identical."""
     target = tiny_random(dtype="float16", device="cuda", init_std=0.3)
-    from racer_bench.engine.drafter import OracleDrafter
+    from tests.helpers import OracleDrafter
 
     same = 0
     for prompt_bytes in TINY_PROMPTS:

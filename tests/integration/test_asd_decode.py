@@ -14,10 +14,10 @@ import torch
 
 from methods.pld import PLDDrafter
 from racer_bench.engine.asd import ASDVerifier
-from racer_bench.engine.drafter import OracleDrafter
 from racer_bench.engine.structs import GenerationResult
 from racer_bench.engine.target import HFTarget
 from tests.conftest import TINY_PROMPTS, ar_tokens, run_generate
+from tests.helpers import OracleDrafter
 
 MAX_NEW = 24
 PROMPTS = [list(p) for p in TINY_PROMPTS[:2]]

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from racer_bench.engine.drafter import OracleDrafter
 from tests.conftest import TINY_PROMPTS, ar_tokens, run_generate
+from tests.helpers import OracleDrafter
 
 SHAPES = {
     "deep_chain": dict(depth=16),

@@ -28,12 +28,13 @@ import torch
 from methods.dspark import DSparkDrafter
 from methods.dspark.head import dspark_loss
 from methods.pld import PLDDrafter
-from racer_bench.engine.drafter import DrafterNeeds, NullDrafter, OracleDrafter
+from racer_bench.engine.drafter import DrafterNeeds, NullDrafter
 from racer_bench.engine.sampling import SamplingVerifier
 from racer_bench.engine.structs import Draft, DraftContext, Feedback
 from racer_bench.engine.target import HFTarget, features
 from racer_bench.engine.tree import prune
 from tests.conftest import TINY_PROMPTS, ar_tokens, run_generate
+from tests.helpers import OracleDrafter
 
 DEPTH = 3  # generated tokens compared
 K = 2  # top-k tokens per position kept as separate cells
