@@ -68,13 +68,6 @@ def grow_scored_tree(
     return *_reindex(tokens, parents, kept), [local[i] for i in kept]
 
 
-def _best_nodes(
-    tokens: list[int], parents: list[int], scores: list[float], budget: int
-) -> tuple[list[int], list[int]]:
-    """The ``budget`` best-scoring nodes whose ancestors are all kept, re-indexed."""
-    return _reindex(tokens, parents, _best_indices(parents, scores, budget))
-
-
 def _reindex(tokens: list[int], parents: list[int], kept: list[int]) -> tuple[list[int], list[int]]:
     """(tokens, parents) of the ``kept`` nodes (ascending, closed under parents), re-indexed."""
     index = {old: new for new, old in enumerate(kept)}

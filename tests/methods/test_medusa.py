@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from methods.draft_tree import _best_nodes, grow_tree
+from methods.draft_tree import _best_indices, _reindex, grow_tree
 from methods.heads.checkpoint import save_checkpoint
 from methods.medusa import MedusaDrafter
 from methods.medusa.head import MedusaHeads
@@ -14,14 +14,22 @@ from racer_bench.errors import ConfigError
 from tests.conftest import TINY_PROMPTS, ar_tokens, run_generate
 
 
+def best_nodes(
+    tokens: list[int], parents: list[int], scores: list[float], budget: int
+) -> tuple[list[int], list[int]]:
+    """The ``budget`` best-scoring nodes whose ancestors are all kept, re-indexed: the selection
+    :func:`methods.draft_tree.grow_scored_tree` ends with."""
+    return _reindex(tokens, parents, _best_indices(parents, scores, budget))
+
+
 def test_best_nodes_keeps_top_scores_with_their_ancestors() -> None:
     tokens = [10, 11, 12, 13, 14]
     parents = [-1, -1, 0, 2, 1]
     scores = [-0.1, -2.0, -0.5, -0.6, -2.1]
-    got_tokens, got_parents = _best_nodes(tokens, parents, scores, 3)
+    got_tokens, got_parents = best_nodes(tokens, parents, scores, 3)
     assert got_tokens == [10, 12, 13] and got_parents == [-1, 0, 1]
     # A high-scoring node whose parent was not kept is skipped, never orphaned.
-    got_tokens, got_parents = _best_nodes(tokens, [-1, -1, 1, 2, 1], [-3, -5, -0.1, -0.2, -6], 2)
+    got_tokens, got_parents = best_nodes(tokens, [-1, -1, 1, 2, 1], [-3, -5, -0.1, -0.2, -6], 2)
     assert got_parents[0] == -1 and all(-1 <= p < i for i, p in enumerate(got_parents))
 
 
