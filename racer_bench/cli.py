@@ -20,6 +20,8 @@ from racer_bench.analysis.report import print_batch_summary, print_summary
 from racer_bench.config.paths import CONF_DIR
 from racer_bench.errors import ConfigError, RunStopped, find_config_error
 from racer_bench.run import runlock
+from racer_bench.run.runner import run
+from racer_bench.vllm_backend.run import run as run_vllm
 
 GROUPS = ("backend", "model", "method", "verifier", "scheduler", "task", "logger", "experiment",
           "sweep", "debug")  # fmt: skip
@@ -118,11 +120,7 @@ def _hydra_main(cfg: DictConfig) -> float | None:
 def _run(cfg: DictConfig, run_dir: Path, overrides: list[str]) -> dict[str, Any]:
     """The run on the configured backend (vLLM is imported only when asked for)."""
     if cfg.get("backend", {}).get("name") == "vllm":
-        from racer_bench.vllm_backend.run import run as run_vllm
-
         return run_vllm(cfg, run_dir, _choices())
-    from racer_bench.run.runner import run
-
     return run(cfg, run_dir, _choices(), overrides=overrides)
 
 

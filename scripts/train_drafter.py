@@ -54,7 +54,7 @@ from racer_bench.config.schema import (
 )
 from racer_bench.engine.target import HFTarget, features
 from racer_bench.errors import ConfigError
-from racer_bench.run.runner import PathsConfig
+from racer_bench.run.config import PathsConfig
 from racer_bench.train.distill_data import build_dataset, holdout_mask
 from racer_bench.train.distill_prompts import distill_prompts
 

@@ -10,13 +10,14 @@ import os
 import platform
 import subprocess
 import warnings
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from racer_bench.analysis.metrics import calibration_bins
-from racer_bench.engine.structs import GenerationResult, Source
+from racer_bench.engine.structs import GenerationResult, Source, StepRecord
 from racer_bench.system import hardware
 from racer_bench.system.interrupts import signals_deferred
 
@@ -30,30 +31,52 @@ STEP_KEYS = ("n_draft", "depth", "n_accepted", "n_committed", "t_draft", "t_veri
 SCHEDULER_KEYS = ("n_candidates", "predicted_accepted", "cost")  # written when a step has them
 
 
-def generation_record(result: GenerationResult) -> dict[str, Any]:
-    """A JSON-ready turn: tokens, text, timings and column-wise step counters."""
-    steps: dict[str, list[Any]] = {
-        key: [getattr(s, key) for s in result.steps] for key in STEP_KEYS
-    }
-    steps["has_retrieval"] = [int(s.has_retrieval) for s in result.steps]
-    steps["accepted_retrieval"] = [
-        s.accepted_by_source.get(int(Source.RETRIEVAL), 0) for s in result.steps
+def turn_record(
+    tokens: list[int],
+    text: str,
+    stop_reason: str | None,
+    *,
+    prefill_time: float = 0.0,
+    decode_time: float | None = None,
+    wall_time: float | None = None,
+    steps: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """One turn as every record keeps it: tokens, text, timings, why it stopped and the
+    column-wise ``steps`` block. A contender that does not split prefill from decode
+    (``generate()``) gives ``wall_time`` instead (read by :func:`metrics.wall_time`)."""
+    record: dict[str, Any] = {"tokens": tokens, "text": text}
+    if wall_time is not None:
+        record["wall_time"] = wall_time
+    else:
+        record |= {"prefill_time": prefill_time, "decode_time": decode_time or 0.0}
+    record["stop_reason"] = stop_reason
+    if steps is not None:
+        record["steps"] = steps
+    return record
+
+
+def step_columns_of(steps: Sequence[StepRecord]) -> dict[str, Any]:
+    """The column-wise ``steps`` block of a decode loop's steps (scheduler keys when set)."""
+    columns: dict[str, Any] = {key: [getattr(s, key) for s in steps] for key in STEP_KEYS}
+    columns["has_retrieval"] = [int(s.has_retrieval) for s in steps]
+    columns["accepted_retrieval"] = [
+        s.accepted_by_source.get(int(Source.RETRIEVAL), 0) for s in steps
     ]
-    steps["accepted_ranks"] = [s.accepted_ranks for s in result.steps]
-    meta_keys = sorted({k for s in result.steps for k in s.meta})
-    steps["meta"] = {k: [s.meta.get(k) for s in result.steps] for k in meta_keys}
+    columns["accepted_ranks"] = [s.accepted_ranks for s in steps]
+    meta_keys = sorted({k for s in steps for k in s.meta})
+    columns["meta"] = {k: [s.meta.get(k) for s in steps] for k in meta_keys}
     for key in SCHEDULER_KEYS:
-        values = [getattr(s, key) for s in result.steps]
+        values = [getattr(s, key) for s in steps]
         if any(v is not None for v in values):  # floats rounded: predictions, not measurements
-            steps[key] = [round(v, 4) if isinstance(v, float) else v for v in values]
-    record = {
-        "tokens": result.tokens,
-        "text": result.text,
-        "prefill_time": result.prefill_time,
-        "decode_time": result.decode_time,
-        "stop_reason": result.stop_reason,
-        "steps": steps,
-    }
+            columns[key] = [round(v, 4) if isinstance(v, float) else v for v in values]
+    return columns
+
+
+def generation_record(result: GenerationResult) -> dict[str, Any]:
+    """A JSON-ready turn of our decode loop, with the calibration bins of a scheduled run."""
+    record = turn_record(result.tokens, result.text, result.stop_reason,
+                         prefill_time=result.prefill_time, decode_time=result.decode_time,
+                         steps=step_columns_of(result.steps))  # fmt: skip
     pairs = [pair for s in result.steps for pair in s.calibration]
     if pairs:
         record["calibration"] = calibration_bins(pairs)

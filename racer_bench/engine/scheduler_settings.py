@@ -3,7 +3,7 @@
 A settings object is what the group's ``_target_`` builds, and each of its keys has one use:
 
 * ``draft_sizing`` (``cpu`` | ``gpu``): which of a method's two draft defaults the method YAMLs
-  take; their ``${draft_size:<cpu>,<gpu>}`` resolver (:mod:`racer_bench.config.resolvers`) asks it.
+  take; their ``${draft_size:<cpu>,<gpu>}`` resolver (:mod:`racer_bench.run.resolvers`) asks it.
 * ``profile``, ``profile_reps``, ``profile_context``: how the runner gets the target's cost
   curve (:meth:`ConfidenceSettings.profile_settings`, then :meth:`ProfileSettings.resolve`).
 * the rest: the scheduler's own options; :meth:`make` builds one fresh scheduler per mode.

@@ -17,6 +17,7 @@ from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
 
 from racer_bench.analysis import metrics as M
+from racer_bench.analysis import records as R
 from racer_bench.config.construct import constructor_node
 from racer_bench.config.paths import CONF_DIR, REPO_ROOT
 from racer_bench.engine.decode import LoopOptions, generate
@@ -25,8 +26,11 @@ from racer_bench.engine.scheduler import Scheduler
 from racer_bench.engine.stopping import StopRule
 from racer_bench.engine.target import HFTarget
 from racer_bench.engine.verify import GreedyVerifier
+from racer_bench.run.config import scheduler_settings
 from racer_bench.run.reference import hf_generate
+from racer_bench.run.setup import cost_profile
 from racer_bench.system import hardware
+from racer_bench.tasks.humaneval import HumanEvalTask
 
 MODE = "method"  # the mode a contender's prompts are recorded under for analysis/metrics.py
 
@@ -75,17 +79,13 @@ class Tally:
 
 def turn(tokens: list[int], seconds: float, steps: Sequence[Any]) -> dict[str, Any]:
     """A one-turn record of a timed generation: all of it counted as decode time."""
-    return {
-        "tokens": tokens,
-        "prefill_time": 0.0,
-        "decode_time": seconds,
-        "steps": {
-            "n_committed": [s.n_committed for s in steps],
-            "t_draft": [s.t_draft for s in steps],
-            "t_update": [s.t_update for s in steps],
-            "has_retrieval": [int(s.has_retrieval) for s in steps],
-        },
+    columns = {
+        "n_committed": [s.n_committed for s in steps],
+        "t_draft": [s.t_draft for s in steps],
+        "t_update": [s.t_update for s in steps],
+        "has_retrieval": [int(s.has_retrieval) for s in steps],
     }
+    return R.turn_record(tokens, "", None, decode_time=seconds, steps=columns)
 
 
 Runner = Callable[[list[int]], tuple[list[int], float, list[Any]]]
@@ -136,8 +136,6 @@ def method_setup(
     ``scheduler=...`` and ``scheduler.<key>=...`` overrides go to the scheduler group (e.g.
     ``scheduler=confidence``, which also sizes the candidates); the rest to the method.
     """
-    from racer_bench.run.runner import cost_profile, scheduler_settings
-
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         cfg = compose("config", [f"method={method}", *group_overrides(overrides)])
     drafter = instantiate(constructor_node(cfg.method))(vocab_size=target.vocab_size)
@@ -175,8 +173,6 @@ def identical_count(tally: Tally, reference: Tally) -> int:
 
 def humaneval_prompts(target: HFTarget, limit: int, style: str = "chat") -> list[list[int]]:
     """The first ``limit`` HumanEval prompts for ``target``, ``chat`` or ``completion`` style."""
-    from racer_bench.tasks.humaneval import HumanEvalTask
-
     task = HumanEvalTask(limit=limit, prompt_style=style)
     return [task.render(p, 0, [], target.tokenizer) for p in task.load()]
 
@@ -214,9 +210,7 @@ def code_state() -> dict[str, Any]:
     Bench scripts write their tables into tracked files (docs/bench/) as they go, so the state
     read after the first write would call every such record dirty: they call this before.
     """
-    from racer_bench.analysis.records import git_state
-
-    return git_state(REPO_ROOT)
+    return R.git_state(REPO_ROOT)
 
 
 def bench_record(

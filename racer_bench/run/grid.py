@@ -24,26 +24,17 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 from tqdm.auto import tqdm
 
 from racer_bench.analysis import records as R
+from racer_bench.config.construct import construct
 from racer_bench.config.paths import CONF_DIR
 from racer_bench.engine.verify import GreedyVerifier
 from racer_bench.errors import ConfigError
 from racer_bench.run import runlock
+from racer_bench.run.config import validate
+from racer_bench.run.prompt import decode_steps, run_prompt, safe_run_prompt
 from racer_bench.run.resume import differing_keys
-from racer_bench.run.runner import (
-    Mode,
-    Setup,
-    build,
-    construct,
-    decode_steps,
-    finalize,
-    prompt_threads,
-    run_load,
-    run_manifest,
-    run_prompt,
-    safe_run_prompt,
-    thread_governor,
-    validate,
-)
+from racer_bench.run.runner import finalize, run_manifest
+from racer_bench.run.setup import Mode, Setup, build
+from racer_bench.run.threads import prompt_threads, run_load, thread_governor
 from racer_bench.system import hardware
 
 STRICT = "strict"

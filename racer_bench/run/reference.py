@@ -15,9 +15,11 @@ from typing import Any
 
 import torch
 
+from racer_bench.analysis import records as R
 from racer_bench.engine.stopping import StopRule
 from racer_bench.engine.target import HFTarget
 from racer_bench.tasks.base import Prompt, Task
+from racer_bench.tasks.conversation import conversation
 
 REFERENCE = "reference"  # the record's key, beside "baseline" and "method"
 
@@ -59,17 +61,14 @@ def reference_turns(
 ) -> list[dict[str, Any]]:
     """Every turn of one prompt through ``generate()``; later turns see its own answers.
 
-    A turn is ``{"tokens", "text", "wall_time", "stop_reason"}``: generate() does not split
-    prefill from decode, so the record keeps one time (read by ``metrics.wall_time``).
+    generate() does not split prefill from decode, so a turn keeps one ``wall_time`` (read by
+    ``metrics.wall_time``).
     """
     stop = StopRule(target.eos_ids, max_new_tokens, task.stop_strings)  # for its text cut
-    history: list[str] = []
-    out = []
-    for turn in range(len(prompt.turns)):
-        ids = task.render(prompt, turn, history, target.tokenizer)
+
+    def answer(ids: list[int]) -> dict[str, Any]:
         tokens, seconds = hf_generate(target, ids, max_new_tokens, task.stop_strings)
         text = stop.clean_text(target.tokenizer.decode(tokens, skip_special_tokens=True))
-        history.append(text)
-        out.append({"tokens": tokens, "text": text, "wall_time": seconds,
-                    "stop_reason": "generate"})  # fmt: skip
-    return out
+        return R.turn_record(tokens, text, "generate", wall_time=seconds)
+
+    return conversation(prompt, task, target.tokenizer, answer)

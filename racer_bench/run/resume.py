@@ -22,9 +22,9 @@ from omegaconf import DictConfig, OmegaConf
 
 from racer_bench.analysis import records as R
 from racer_bench.config.paths import CONF_DIR, REPO_ROOT
-from racer_bench.config.resolvers import device_kind
 from racer_bench.engine.scheduler_settings import upgrade
 from racer_bench.errors import ConfigError
+from racer_bench.run.resolvers import device_kind
 
 SAFE_KEYS = (
     "resume",

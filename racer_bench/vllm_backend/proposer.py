@@ -15,7 +15,10 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from hydra.utils import instantiate
+from omegaconf import OmegaConf
 
+from racer_bench.config.construct import constructor_node
 from racer_bench.vllm_backend.adapter import DrafterPool
 
 SPEC_ENV = "RACER_BENCH_VLLM_PROPOSER"
@@ -24,11 +27,6 @@ CLASS_PATH = "racer_bench.vllm_backend.proposer.RacerBenchProposer"
 
 def drafter_factory(method: dict[str, Any], vocab_size: int) -> Any:
     """A function building a fresh drafter from a resolved method node (``_partial_`` style)."""
-    from hydra.utils import instantiate
-    from omegaconf import OmegaConf
-
-    from racer_bench.config.construct import constructor_node
-
     node = constructor_node(OmegaConf.create(method))
     return lambda: instantiate(node)(vocab_size=vocab_size)
 

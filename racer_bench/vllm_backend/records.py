@@ -15,6 +15,8 @@ from collections.abc import Sequence
 from itertools import pairwise
 from typing import Any
 
+from racer_bench.analysis import records as R
+
 
 def steps_from_counts(
     accepted: Sequence[int], drafted: Sequence[int], n_tokens: int
@@ -92,5 +94,4 @@ def turn_record(
     tokens: list[int], text: str, seconds: float, stop_reason: str, steps: list[dict[str, Any]]
 ) -> dict[str, Any]:
     """One turn in the native record's shape (all of the batch-attributed time is decode)."""
-    return {"tokens": tokens, "text": text, "prefill_time": 0.0, "decode_time": seconds,
-            "stop_reason": stop_reason, "steps": step_columns(steps)}  # fmt: skip
+    return R.turn_record(tokens, text, stop_reason, decode_time=seconds, steps=step_columns(steps))

@@ -25,13 +25,15 @@ from tqdm.auto import tqdm
 
 from racer_bench.analysis import records as R
 from racer_bench.analysis.summary import summarize_batches
-from racer_bench.config.construct import task_max_new_tokens
-from racer_bench.config.paths import REPO_ROOT
+from racer_bench.config.construct import construct, task_max_new_tokens
 from racer_bench.engine.drafter import Drafter, runs_on
 from racer_bench.errors import ConfigError
 from racer_bench.run import runlock
+from racer_bench.run.config import validate
+from racer_bench.run.manifest import run_manifest
 from racer_bench.system import hardware
 from racer_bench.tasks.base import Prompt, Task
+from racer_bench.tasks.conversation import conversations
 from racer_bench.vllm_backend import records as V
 from racer_bench.vllm_backend.compat import INSTALL_HINT, SUPPORTED_VLLM, is_supported
 from racer_bench.vllm_backend.peers import VllmBuiltin
@@ -189,29 +191,24 @@ def generate_batch(llm: Any, prompts: Sequence[Prompt], task: Task, tokenizer: A
     """
     from vllm.inputs import TokensPrompt
 
-    out: list[list[dict[str, Any]]] = [[] for _ in prompts]
-    history: list[list[str]] = [[] for _ in prompts]
-    for turn in range(max(len(p.turns) for p in prompts)):
-        active = [i for i, p in enumerate(prompts) if turn < len(p.turns)]
-        inputs = [
-            TokensPrompt(prompt_token_ids=task.render(prompts[i], turn, history[i], tokenizer))
-            for i in active
-        ]
+    def answer(ids: list[list[int]]) -> list[dict[str, Any]]:
         start = time.perf_counter()
-        results = llm.generate(inputs, params, use_tqdm=False)
+        results = llm.generate([TokensPrompt(prompt_token_ids=i) for i in ids], params,
+                               use_tqdm=False)  # fmt: skip
         wall = time.perf_counter() - start
         notes = log.read_new()
         total = sum(len(r.outputs[0].token_ids) for r in results) or 1
-        for i, result in zip(active, results, strict=True):
+        turns = []
+        for result in results:
             done = result.outputs[0]
             tokens = list(done.token_ids)
-            seconds = wall * len(tokens) / total
             steps = turn_steps(done, notes.get(str(result.request_id)))
-            history[i].append(done.text)
-            turn_out = V.turn_record(tokens, done.text, seconds, stop_reason(done), steps)
-            turn_out["vllm_spec"] = spec_counts(done)
-            out[i].append(turn_out)
-    return out
+            turn = V.turn_record(tokens, done.text, wall * len(tokens) / total,
+                                 stop_reason(done), steps)  # fmt: skip
+            turns.append(turn | {"vllm_spec": spec_counts(done)})
+        return turns
+
+    return conversations(prompts, task, tokenizer, answer)
 
 
 def prompt_record(prompt: Prompt, index: int, batch_size: int, batch: int, task: Task,
@@ -361,8 +358,6 @@ def run(cfg: DictConfig, run_dir: Path, choices: dict[str, str]) -> dict[str, An
 
 def validate_choices(cfg: DictConfig, choices: dict[str, str]) -> None:
     """The native checks plus what this backend does not do (one-line ConfigErrors)."""
-    from racer_bench.run.runner import validate
-
     validate(cfg)
     if cfg.resume:
         raise ConfigError("resume: not supported with backend=vllm; start a new run")
@@ -389,8 +384,6 @@ def check_vllm() -> None:
 
 def run_in(cfg: DictConfig, run_dir: Path, choices: dict[str, str]) -> dict[str, Any]:
     """Build, record the manifest, warm up, run every batch size, summarize (lock held)."""
-    from racer_bench.config.construct import construct
-
     task: Task = construct(cfg.task, "task")
     target = construct(cfg.model, "model")
     method = construct(cfg.method, "method", vocab_size=target.vocab_size)
@@ -430,30 +423,16 @@ def manifest(
     receives: dict[str, Any],
     max_new: int,
 ) -> dict[str, Any]:
-    """The native manifest's fields plus the backend's: vLLM version, engines, what it gets."""
+    """The shared manifest plus the backend's: vLLM version, engines, what the method gets."""
     import vllm
 
-    return R.manifest(
-        {
-            "model": choices.get("model"), "model_name": target.name,
-            "method": choices.get("method"), "method_version": getattr(method, "version", None),
-            "verifier": "greedy", "lossless": True, "task": choices.get("task"),
-            "task_version": task.version,
-            "choices": {k: v for k, v in choices.items() if not k.startswith("hydra")},
-            "dtype": str(target.dtype).removeprefix("torch."), "seed": cfg.seed,
-            "max_new_tokens": max_new,
-            "persist_across_prompts": bool(getattr(method, "persist_across_prompts", False)),
-            "backend": {"name": "vllm", "vllm_version": vllm.__version__,
-                        "vllm_supported": SUPPORTED_VLLM,
-                        "vllm_version_supported": is_supported(vllm.__version__),
-                        "model_path": Path(engines.model_path).name,
-                        "speculative_config": engines.speculative,
-                        "engine_env": engines.recorded_env(), "inside_vllm": receives,
-                        "batch_sizes": list(cfg.backend.batch_sizes)},
-            "hardware": hardware.fingerprint(),
-            "engine": {"engine": "vllm", "vllm_version": vllm.__version__},
-            "started": time.strftime("%Y-%m-%dT%H:%M:%S"),
-            "config": OmegaConf.to_container(cfg, resolve=True),
-        },
-        REPO_ROOT,
-    )  # fmt: skip
+    backend = {"name": "vllm", "vllm_version": vllm.__version__,
+               "vllm_supported": SUPPORTED_VLLM,
+               "vllm_version_supported": is_supported(vllm.__version__),
+               "model_path": Path(engines.model_path).name,
+               "speculative_config": engines.speculative,
+               "engine_env": engines.recorded_env(), "inside_vllm": receives,
+               "batch_sizes": list(cfg.backend.batch_sizes)}  # fmt: skip
+    return run_manifest(cfg, choices, target, method, task, max_new, verifier="greedy",
+                        lossless=True, backend=backend,
+                        engine={"engine": "vllm", "vllm_version": vllm.__version__})  # fmt: skip

@@ -10,7 +10,8 @@ from omegaconf import OmegaConf
 
 from racer_bench.analysis.records import load_prompts
 from racer_bench.errors import ConfigError, RunStopped
-from racer_bench.run.runner import construct, run
+from racer_bench.config.construct import construct
+from racer_bench.run.runner import run
 from racer_bench.tasks.tiny import TinyTask
 
 CONTRACT = ("n_prompts", "new_tokens", "tokens_per_s", "baseline_tokens_per_s", "speedup", "mat",

@@ -10,7 +10,8 @@ from racer_bench.analysis import frames as F
 from racer_bench.analysis import plots as P
 from racer_bench.analysis.records import PROMPTS_FILE, load_prompts
 from racer_bench.analysis.summary import summarize
-from racer_bench.run.runner import PROFILE_FILE, run
+from racer_bench.run.setup import PROFILE_FILE
+from racer_bench.run.runner import run
 from tests.integration.test_runner import SMOKE
 from tests.scripts import load_script
 
@@ -105,7 +106,9 @@ def test_the_scheduler_takes_the_cost_curve_of_the_threads_each_prompt_runs_on(t
     import torch
     from hydra import compose, initialize_config_dir
 
-    from racer_bench.run.runner import build, finalize, follow_threads
+    from racer_bench.run.setup import build
+    from racer_bench.run.runner import finalize
+    from racer_bench.run.threads import follow_threads
     from tests.conftest import CONF_DIR
 
     cache = tmp_path / "cache"
@@ -143,7 +146,8 @@ def test_a_synthetic_curve_does_not_follow_threads():
     """``linear:0.02`` does not depend on the machine: nothing is measured when threads change."""
     from racer_bench.engine.cost import synthetic
     from racer_bench.engine.scheduler import ConfidenceScheduler
-    from racer_bench.run.runner import Mode, Setup, follow_threads
+    from racer_bench.run.setup import Mode, Setup
+    from racer_bench.run.threads import follow_threads
 
     curve = synthetic("linear:0.02")
     mode = Mode("method", drafter=None, verifier=None, scheduler=ConfidenceScheduler(curve))

@@ -33,7 +33,7 @@ from racer_bench.config.schema import (
     target_of,
 )
 from racer_bench.errors import ConfigError
-from racer_bench.run.runner import RunConfig
+from racer_bench.run.config import RunConfig
 from tests.conftest import CONF_DIR, REPO
 
 HYDRA_OWN = "hydra"  # conf/hydra/: Hydra's and its launchers' settings, checked by Hydra

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from racer_bench.run.runner import validate
+from racer_bench.run.config import validate
 from tests.conftest import REPO
 
 MAIN = re.compile(r"python -m racer_bench (?P<overrides>[^\n`]+)")

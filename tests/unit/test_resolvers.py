@@ -6,7 +6,7 @@ import pytest
 from hydra.utils import instantiate
 
 from racer_bench.config.construct import constructor_node
-from racer_bench.config.resolvers import by_hardware, device_kind
+from racer_bench.run.resolvers import by_hardware, device_kind
 from racer_bench.errors import ConfigError
 
 

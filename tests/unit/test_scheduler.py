@@ -142,7 +142,7 @@ def test_fixed_scheduler_verifies_everything() -> None:
 
 def test_bad_scheduler_keys_are_rejected_before_loading(compose_cfg) -> None:
     from racer_bench.errors import ConfigError
-    from racer_bench.run.runner import validate
+    from racer_bench.run.config import validate
 
     for key, message in (("explore=-1.0", "must be a number >= 0"),
                          ("prior_mean=1.5", "scheduler.prior_mean=1.5"),

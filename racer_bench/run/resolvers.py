@@ -17,6 +17,9 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
+from racer_bench.engine.scheduler_settings import settings_of
+from racer_bench.errors import ConfigError
+
 HARDWARE = ("cpu", "gpu")
 
 
@@ -33,8 +36,6 @@ def device_kind(device: str) -> str:
 def by_hardware(hardware: str, cpu_value: Any, gpu_value: Any, key: str = "hardware") -> Any:
     """``cpu_value`` on a CPU, ``gpu_value`` on an accelerator."""
     if hardware not in HARDWARE:
-        from racer_bench.errors import ConfigError
-
         raise ConfigError(f"{key}={hardware}: allowed values are {', '.join(HARDWARE)}")
     return cpu_value if hardware == "cpu" else gpu_value
 
@@ -45,8 +46,6 @@ def draft_size(cpu_value: Any, gpu_value: Any, *, _root_: Any) -> Any:
     A run config from before the scheduler group existed has no ``scheduler`` key; its sizes
     follow ``hardware`` as they did then.
     """
-    from racer_bench.engine.scheduler_settings import settings_of  # keeps the import light
-
     hardware = OmegaConf.select(_root_, "hardware", default="cpu")
     settings = settings_of(OmegaConf.select(_root_, "scheduler", default=None), hardware)
     return by_hardware(settings.draft_sizing, cpu_value, gpu_value, key="scheduler.draft_sizing")

@@ -1,0 +1,100 @@
+"""One prompt, every contender back to back: the AR baseline, the method (and strict greedy
+for a lossy verifier) through our decode loop, ``generate()`` with a reference; the order
+alternates with the prompt index so drift hits all alike."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from racer_bench.analysis import records as R
+from racer_bench.engine.decode import generate
+from racer_bench.engine.stopping import StopRule
+from racer_bench.errors import ConfigError
+from racer_bench.run.paired import compare_with_strict
+from racer_bench.run.reference import REFERENCE, reference_turns
+from racer_bench.run.setup import Mode, Setup
+from racer_bench.tasks.base import Prompt
+from racer_bench.tasks.conversation import conversation
+
+
+def generate_turns(setup: Setup, mode: Mode, prompt: Prompt, seed: int) -> list[dict[str, Any]]:
+    """All turns of one prompt; later turns see this mode's own earlier answers."""
+    target = setup.target
+    rng = torch.Generator().manual_seed(seed)
+    stop = StopRule(target.eos_ids, setup.max_new_tokens, setup.task.stop_strings,
+                    decode=target.tokenizer.decode)  # fmt: skip
+
+    def answer(ids: list[int]) -> dict[str, Any]:
+        result = generate(target, mode.drafter, mode.verifier, ids, stop, rng, setup.options,
+                          scheduler=mode.scheduler)  # fmt: skip
+        return R.generation_record(result)
+
+    return conversation(prompt, setup.task, target.tokenizer, answer)
+
+
+def contenders(
+    setup: Setup, index: int
+) -> list[tuple[str, Callable[[Prompt], list[dict[str, Any]]]]]:
+    """Record key and turn generator of every mode (and of ``generate()`` with a reference),
+    in the order prompt ``index`` runs them: reversed on odd prompts, so drift hits all alike."""
+    seed = setup.cfg.seed + index
+    out: list[tuple[str, Callable[[Prompt], list[dict[str, Any]]]]] = [
+        (m.name, lambda p, m=m: generate_turns(setup, m, p, seed)) for m in setup.modes
+    ]
+    if setup.reference is not None:
+        ref = setup.reference
+        out.append((REFERENCE, lambda p: reference_turns(ref, setup.task, p, setup.max_new_tokens)))
+    return out if index % 2 == 0 else out[::-1]
+
+
+def run_prompt(setup: Setup, prompt: Prompt, index: int) -> dict[str, Any]:
+    """Every mode on one prompt, back to back; the order alternates with the prompt index.
+
+    With a strict-greedy mode, each lossy mode's answer agreement and every output's target
+    log-probability follow (:mod:`racer_bench.run.paired`), after all timed decoding.
+    """
+    record: dict[str, Any] = {"id": prompt.id, "category": prompt.category, "index": index}
+    for name, turns_of in contenders(setup, index):
+        record[name] = {"turns": turns_of(prompt)}
+    for mode in setup.modes:
+        texts = [t["text"] for t in record[mode.name]["turns"]]
+        key = "score" if mode.name == "method" else f"{mode.name}_score"
+        record[key] = setup.task.score(prompt, texts)
+    compare_with_strict(setup.target, setup.task, prompt, record)  # lossy verifiers only
+    if "baseline" in record:
+        record["identical"] = [t["tokens"] for t in record["method"]["turns"]] == [
+            t["tokens"] for t in record["baseline"]["turns"]
+        ]
+    record["status"] = "ok"
+    return record
+
+
+def failed_record(prompt: Prompt, index: int, error: BaseException) -> dict[str, Any]:
+    """A prompt that raised: recorded as failed with its error, never as a fake answer."""
+    message = f"{type(error).__name__}: {error}"
+    return {"id": prompt.id, "category": prompt.category, "index": index, "status": "failed",
+            "error": message}  # fmt: skip
+
+
+def safe_run_prompt(setup: Setup, prompt: Prompt, index: int) -> dict[str, Any]:
+    """:func:`run_prompt`, with an exception recorded as a failed prompt (the run goes on)."""
+    try:
+        return run_prompt(setup, prompt, index)
+    except (KeyboardInterrupt, ConfigError):
+        raise
+    except Exception as error:
+        return failed_record(prompt, index, error)
+
+
+def decode_steps(record: dict[str, Any]) -> int:
+    """Decode steps of every mode of one prompt record (0 for a failed prompt); ``generate()``
+    (the reference) keeps no steps."""
+    return sum(
+        len(turn["steps"]["n_draft"])
+        for name, mode in record.items()
+        if name != REFERENCE and isinstance(mode, dict) and "turns" in mode
+        for turn in mode["turns"]
+    )

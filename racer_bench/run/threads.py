@@ -1,0 +1,72 @@
+"""Threads while a run goes on: torch's threads follow the cores other processes leave free,
+prompt by prompt, and the schedulers get the cost curve measured for the count in use."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+from omegaconf import DictConfig
+
+from racer_bench.engine.scheduler import ConfidenceScheduler
+from racer_bench.run.config import scheduler_settings
+from racer_bench.run.setup import Setup, cost_profile
+from racer_bench.system import hardware
+
+
+def thread_governor(cfg: DictConfig) -> hardware.ThreadGovernor | None:
+    """With ``adapt_threads`` (default), torch's threads follow the cores other processes
+    leave free, prompt by prompt (:class:`racer_bench.system.hardware.ThreadGovernor`)."""
+    if not cfg.get("adapt_threads", True):
+        return None
+    return hardware.ThreadGovernor(torch.get_num_threads())
+
+
+def prompt_threads(governor: hardware.ThreadGovernor | None, setup: Setup) -> int:
+    """The torch threads for the next prompt (the governor's choice, else today's count), with
+    the schedulers' cost curve for that count (:func:`follow_threads`)."""
+    threads = governor.before_prompt() if governor else torch.get_num_threads()
+    follow_threads(setup, threads)
+    return threads
+
+
+def follow_threads(setup: Setup, threads: int) -> None:
+    """Give the schedulers the measured cost curve of the thread count the next prompt runs on.
+
+    A curve belongs to one thread count (SmolLM2-135M, fast engine: a 12-token forward costs
+    1.6 AR forwards on two threads and 2.0 on one), so when the governor takes a core away the
+    scheduler cuts trees for the machine it has now instead of the one it started on. Each
+    count is measured once (cached on disk like the first curve); synthetic curves and curves
+    read from a file do not depend on threads and stay.
+    """
+    scheduled = [m for m in setup.modes if isinstance(m.scheduler, ConfidenceScheduler)]
+    key = (setup.profile.meta.get("key") if setup.profile is not None else None) or {}
+    if not scheduled or "threads" not in key:
+        return
+    setup.profiles.setdefault(int(key["threads"]), setup.profile)  # type: ignore[arg-type]
+    if threads not in setup.profiles:
+        settings = scheduler_settings(setup.cfg)
+        profile = cost_profile(settings, setup.cfg, setup.target, scheduled[0].drafter)
+        assert profile is not None
+        setup.profiles[threads] = profile
+    for mode in scheduled:
+        mode.scheduler.profile = setup.profiles[threads]  # type: ignore[attr-defined]
+
+
+def save_thread_profiles(setup: Setup, run_dir: Path) -> None:
+    """``cost_profile_t<n>.json`` for each curve measured after the first (:data:`PROFILE_FILE`)."""
+    for threads, profile in setup.profiles.items():
+        if profile is not setup.profile:
+            profile.save(run_dir / f"cost_profile_t{threads}.json")
+
+
+def run_load(
+    meter: hardware.LoadMeter, steps: int, governor: hardware.ThreadGovernor | None
+) -> dict[str, Any]:
+    """The machine's load over the timed prompts, with the threads each prompt ran with."""
+    load = meter.stop(steps)
+    if governor:
+        load |= governor.report()
+        load["warning"] = hardware.load_warning(load)
+    return load
