@@ -12,16 +12,15 @@ from __future__ import annotations
 import argparse
 import logging
 import math
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 import pandas as pd
 
 from racer_bench.analysis import frames as F
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from make_tables import Table, mixing_note, num, setting_text, to_markdown
+from racer_bench.analysis.tables.cells import num
+from racer_bench.analysis.tables.context import mixing_note, setting_text
+from racer_bench.analysis.tables.render import Table, to_markdown
 
 COLUMNS = (  # (runs-frame column, header, format)
     ("speedup", "speedup", "{:.2f}×"),

@@ -13,6 +13,10 @@ from omegaconf import DictConfig, OmegaConf
 from racer_bench.analysis import frames as F
 from racer_bench.analysis import names
 from racer_bench.analysis import paper_numbers as PN
+from racer_bench.analysis.tables import build_tables, table_runs
+from racer_bench.analysis.tables.ablation import ABLATIONS
+from racer_bench.analysis.tables.categories import head_to_head_notes
+from racer_bench.analysis.tables.papers import ordering_note
 from tests.conftest import CONF_DIR, REPO
 from tests.scripts import load_script
 from tests.unit.test_frames import SPEC_CATEGORIES, write_run
@@ -79,7 +83,7 @@ def test_each_table_keeps_to_its_own_experiment(tmp_path: Path) -> None:
             write_run(tmp_path / experiment, method, method, "spec_bench", SPEC_CATEGORIES, n,
                       accept=0.5 + i + n / 10, experiment=experiment, seed=n + i,
                       started=f"2026-01-01T00:00:{started}")  # fmt: skip
-    built = {t.key: t for t in load_script("make_tables").build_tables(F.load_runs(tmp_path))}
+    built = {t.key: t for t in build_tables(F.load_runs(tmp_path))}
     for key, experiment in (("main", "racer_main"), ("logitspec", "logitspec_table")):
         df = F.runs_frame(F.load_runs(tmp_path / experiment)).set_index("method")
         row = next(r for r in built[key].rows if r[0] == "LogitSpec")
@@ -112,7 +116,7 @@ def test_runs_differing_only_in_scheduler_get_a_row_each(tmp_path: Path) -> None
             write_run(tmp_path, f"{method}-{scheduler}", method, "spec_bench", SPEC_CATEGORIES, 6,
                       manifest={"scheduler": scheduler}, seed=i, accept=0.5 + i)  # fmt: skip
     write_run(tmp_path, "racer-h", "racer", "humaneval", ("humaneval",), 4, seed=5)
-    built = {t.key: t for t in load_script("make_tables").build_tables(F.load_runs(tmp_path))}
+    built = {t.key: t for t in build_tables(F.load_runs(tmp_path))}
     df = F.runs_frame(F.load_runs(tmp_path)).set_index(["method", "scheduler", "task"])
     main = built["main"]
     assert main.header[:2] == ["method", "scheduler"]
@@ -236,11 +240,10 @@ def test_a_table_of_one_machine_and_engine_shows_it_without_a_mixing_note(tmp_pa
 def test_the_curated_tables_note_every_mix_of_machines_or_engines() -> None:
     """Every table built from the committed records: if the runs behind its rows differ in
     hardware fingerprint or engine (read from the manifests here), its notes say so."""
-    make_tables = load_script("make_tables")
     curated = sorted(p for p in (REPO / "results" / "curated").iterdir() if p.is_dir())
     runs = F.load_runs(curated, check=False)
-    for table in make_tables.build_tables(runs, paper=False):
-        home = make_tables.table_runs(runs, table.key, newest=True)
+    for table in build_tables(runs, paper=False):
+        home = table_runs(runs, table.key, newest=True)
         settings = {(F.hardware_of(r.manifest)[0], F.engine_of(r.manifest)) for r in home}
         if table.key == "asd":
             shown = " ".join(" ".join(row[:3]) for row in table.rows)
@@ -320,23 +323,20 @@ def test_ablation_experiment_variants_match_the_table_rows(
         defaults = F.group_defaults("method", "racer", context=context)
         diff = {k: v for k, v in F.flatten(method, "method").items() if defaults.get(k) != v}
         variants.add(F.variant_string(diff))
-    table_variants = {v for _, v in load_script("make_tables").ABLATIONS}
+    table_variants = {v for _, v in ABLATIONS}
     assert variants == table_variants
 
 
 def test_ordering_note_names_the_pairs_that_swap() -> None:
-    note = load_script("make_tables").ordering_note(
+    note = ordering_note(
         "speedup", {"A": 1.7, "B": 1.5, "C": 1.1, "D": 3.0}, {"A": 2.2, "B": 1.5, "C": 2.0},
         "racer", "{:.1f}×",
     )  # fmt: skip
     assert note.startswith("Ordering by speedup: ours A 1.7× > B 1.5× > C 1.1×; RACER paper A 2.2×")
     assert note.endswith("a different order: ours has B above C.")
-    same = load_script("make_tables").ordering_note("MAT", {"A": 2, "B": 1}, {"A": 3, "B": 1},
-                                                    "racer", "{:.0f}")  # fmt: skip
+    same = ordering_note("MAT", {"A": 2, "B": 1}, {"A": 3, "B": 1}, "racer", "{:.0f}")
     assert same.endswith("the same order.")
-    assert (
-        load_script("make_tables").ordering_note("MAT", {"A": 2}, {"A": 3}, "racer", "{}") is None
-    )
+    assert ordering_note("MAT", {"A": 2}, {"A": 3}, "racer", "{}") is None
 
 
 def test_tables_compare_their_ordering_with_the_papers(tables: dict[str, str]) -> None:
@@ -347,17 +347,16 @@ def test_tables_compare_their_ordering_with_the_papers(tables: dict[str, str]) -
 
 
 def test_head_to_head_note_names_where_each_method_is_faster() -> None:
-    make_tables = load_script("make_tables")
     rows = [("racer", "qa", 1.5), ("suffix", "qa", 1.2), ("racer", "rag", 1.1),
             ("suffix", "rag", 2.0), ("pld", "rag", 3.0), ("racer", "math", 1.3)]  # fmt: skip
     cats = pd.DataFrame(rows, columns=["method", "category", "speedup"])
-    [note] = make_tables.head_to_head_notes(cats, ["qa", "rag", "math"])
+    [note] = head_to_head_notes(cats, ["qa", "rag", "math"])
     assert "RACER faster in 1 of 2 (qa 1.50× vs 1.20×)" in note
     assert "SuffixDecoding faster in 1 of 2 (rag 1.10× vs 2.00×)" in note
     cats["mat"], cats["draft_size_mean"] = 2.0, 10.0
-    [note] = make_tables.head_to_head_notes(cats, ["qa"])
+    [note] = head_to_head_notes(cats, ["qa"])
     assert "qa 1.50× (MAT 2.00, 10.0 nodes) vs 1.20× (MAT 2.00, 10.0 nodes)" in note
-    assert make_tables.head_to_head_notes(cats[cats["method"] != "suffix"], ["qa"]) == []
+    assert head_to_head_notes(cats[cats["method"] != "suffix"], ["qa"]) == []
 
 
 def test_speed_table_gives_absolute_tok_s_from_the_runs(results: Path, tables: dict[str, str]):

@@ -1,0 +1,72 @@
+"""The papers' reported numbers (``racer_bench/analysis/data/paper_numbers.yaml``) as table
+cells, and how our ranking of methods compares with a paper's."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from racer_bench.analysis import names
+from racer_bench.analysis import paper_numbers as PN
+from racer_bench.analysis.tables.cells import DASH
+
+RACER_SPEC_BENCH = PN.table("racer_spec_bench")
+SPEC_BENCH_LEADERBOARD = PN.table("spec_bench_leaderboard")
+RACER_ABLATION_MAT = PN.table("racer_ablation_mat")
+LOGITSPEC_HEADLINE = PN.table("logitspec_headline")
+ASD_REPORTED = PN.table("asd_reported")
+ASD_FROZEN = PN.table("asd_frozen")
+
+
+def reported(numbers: dict[str, PN.Reported] | None) -> str:
+    """A paper's ``speedup (MAT)`` cell from its reported numbers."""
+    if not numbers:
+        return DASH
+    cell = numbers["speedup"].text if "speedup" in numbers else DASH
+    return f"{cell} ({numbers['mat'].text})" if "mat" in numbers else cell
+
+
+def rank_text(values: dict[str, float], pattern: str) -> str:
+    """``"RACER 1.74× > PLD 1.57×"``: names by decreasing value."""
+    ranked = sorted(values.items(), key=lambda item: -item[1])
+    return " > ".join(f"{name} {pattern.format(value)}" for name, value in ranked)
+
+
+def ordering_note(
+    what: str, ours: dict[str, float], reference: dict[str, float], source: str, pattern: str
+) -> str | None:
+    """One sentence comparing our ranking by ``what`` with a paper's, over the names both have.
+
+    Pairs ordered the other way round are named (``"PLD above Token Recycling"``); None when
+    fewer than two names are shared."""
+    shared = [name for name in ours if name in reference]
+    if len(shared) < 2:
+        return None
+    by_ours = sorted(shared, key=lambda name: -ours[name])
+    swapped = [
+        f"{high} above {low}"
+        for i, high in enumerate(by_ours)
+        for low in by_ours[i + 1 :]
+        if ours[high] > ours[low] and reference[high] < reference[low]
+    ]
+    verdict = (
+        "the same order" if not swapped else "a different order: ours has " + ", ".join(swapped)
+    )
+    return (
+        f"Ordering by {what}: ours {rank_text({n: ours[n] for n in shared}, pattern)}; "
+        f"{PN.column(source)} {rank_text({n: reference[n] for n in shared}, pattern)}: {verdict}."
+    )
+
+
+def spec_bench_speedups(df: pd.DataFrame) -> dict[str, float]:
+    """``{method label: Spec-Bench overall speedup}`` of a runs frame."""
+    spec = df[df["task"] == "spec_bench"].dropna(subset=["speedup"])
+    return {names.method_name(m): float(v) for m, v in spec[["method", "speedup"]].values}
+
+
+def reported_values(numbers: dict[str, dict[str, PN.Reported]], key: str) -> dict[str, float]:
+    """``{method label: value}`` of one reported metric, where the paper gives a number."""
+    return {
+        names.method_name(method): cell[key].value
+        for method, cell in numbers.items()
+        if key in cell and cell[key].value is not None
+    }
