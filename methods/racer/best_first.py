@@ -25,7 +25,8 @@ end of a stored window goes on from the longest suffix of the window that has co
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
 from itertools import count
 
 import numpy as np
@@ -86,13 +87,74 @@ class RankRates:
         self._refresh()
 
 
+RetrievalChildren = Callable[[int], tuple[int, dict[int, int]]]  # automaton node -> (source, kids)
+LogitRows = Callable[[int], list[int] | None]  # token -> remembered top-k ids after it
+
+
+@dataclass(slots=True)
+class _Frontier:
+    """The candidate nodes of :func:`grow_best_first` in a heap by path score (the settings are
+    its arguments; ``table`` is :attr:`RankRates.table`, empty without a logits tree).
+
+    An item is ``(-path score, tie, parent index, token, rank, automaton node, depth, p,
+    siblings, pos, parent score)``: the automaton node is -1 for a logits candidate, whose row
+    entries not offered yet are ``siblings[pos + 1:]`` (None for a retrieval candidate).
+    """
+
+    retrieval_children: RetrievalChildren | None
+    freq: Sequence[int]
+    rows: LogitRows | None
+    table: list[list[float]]
+    max_depth: int
+    max_breadth: int
+    retrieval_alpha: float
+    skip_self: bool
+    heap: list[tuple] = field(default_factory=list)
+    # equal scores: first pushed first (shallower, retrieval before logits)
+    tie: Iterator[int] = field(default_factory=count)
+
+    def push_retrieval(self, index: int, node: int, score: float, depth: int) -> None:
+        """Offer every automaton child of ``node`` below the trie node ``index``."""
+        if self.retrieval_children is None or depth >= self.max_depth:
+            return
+        source_node, kids = self.retrieval_children(node)
+        freq, alpha, heap, tie = self.freq, self.retrieval_alpha, self.heap, self.tie
+        parent_freq = freq[source_node]
+        for token, child in kids.items():
+            p = retrieval_p(freq[child], parent_freq, alpha)
+            item = (-score * p, next(tie), index, token, -1, child, depth + 1, p, None, 0, 0.0)
+            heapq.heappush(heap, item)
+
+    def push_logits(self, index: int, token: int, score: float, depth: int) -> None:
+        """Offer the node's best row entry; the next one is offered when it is taken."""
+        if self.rows is None or depth >= self.max_depth:
+            return
+        row = self.rows(token)
+        if not row:
+            return
+        rate = self.table[min(depth + 1, DEPTH_BUCKETS) - 1]
+        skip_self = self.skip_self
+        ranks = [r for r, t in enumerate(row) if not (skip_self and t == token)][: self.max_breadth]
+        ranks.sort(key=lambda r: -rate[r])
+        siblings = [(r, row[r], rate[r]) for r in ranks]
+        self.push_sibling(index, siblings, 0, score, depth + 1)
+
+    def push_sibling(self, index: int, siblings: list, pos: int, score: float, depth: int) -> None:
+        """Offer row entry ``siblings[pos]`` (rank, token, p) of a node of path score ``score``."""
+        if pos < len(siblings):
+            rank, token, p = siblings[pos]
+            item = (-score * p, next(self.tie), index, token, rank, -1, depth, p, siblings, pos,
+                    score)  # fmt: skip
+            heapq.heappush(self.heap, item)
+
+
 def grow_best_first(
     builder: TrieBuilder,
     root: int,
     borders: Sequence[int],
-    retrieval_children: Callable[[int], tuple[int, dict[int, int]]] | None,
+    retrieval_children: RetrievalChildren | None,
     freq: Sequence[int],
-    rows: Callable[[int], list[int] | None] | None,
+    rows: LogitRows | None,
     rates: RankRates | None,
     max_depth: int,
     max_breadth: int,
@@ -117,55 +179,26 @@ def grow_best_first(
     Returns:
         float list[len(builder)]: each node's ``p`` (its estimate when it was added).
     """
-    heap: list[tuple] = []  # (-path score, tie, parent index, token, rank, node, depth, p, ...)
-    tie = count()  # equal scores: first pushed first (shallower, retrieval before logits)
-    scores: list[float] = []
     table = rates.table if rates is not None else []
-
-    def push_retrieval(index: int, node: int, score: float, depth: int) -> None:
-        if retrieval_children is None or depth >= max_depth:
-            return
-        source_node, kids = retrieval_children(node)
-        parent_freq = freq[source_node]
-        for token, child in kids.items():
-            p = retrieval_p(freq[child], parent_freq, retrieval_alpha)
-            item = (-score * p, next(tie), index, token, -1, child, depth + 1, p, None, 0, 0.0)
-            heapq.heappush(heap, item)
-
-    def push_logits(index: int, token: int, score: float, depth: int) -> None:
-        """Offer the node's best row entry; the next one is offered when it is taken."""
-        if rows is None or depth >= max_depth:
-            return
-        row = rows(token)
-        if not row:
-            return
-        rate = table[min(depth + 1, DEPTH_BUCKETS) - 1]
-        ranks = [r for r, t in enumerate(row) if not (skip_self and t == token)][:max_breadth]
-        ranks.sort(key=lambda r: -rate[r])
-        siblings = [(r, row[r], rate[r]) for r in ranks]
-        push_sibling(index, siblings, 0, score, depth + 1)
-
-    def push_sibling(index: int, siblings: list, pos: int, score: float, depth: int) -> None:
-        if pos < len(siblings):
-            rank, token, p = siblings[pos]
-            item = (-score * p, next(tie), index, token, rank, -1, depth, p, siblings, pos, score)
-            heapq.heappush(heap, item)
-
+    frontier = _Frontier(retrieval_children, freq, rows, table, max_depth, max_breadth,
+                         retrieval_alpha, skip_self)  # fmt: skip
     for border in borders:
-        push_retrieval(-1, border, 1.0, 0)
-    push_logits(-1, root, 1.0, 0)
+        frontier.push_retrieval(-1, border, 1.0, 0)
+    frontier.push_logits(-1, root, 1.0, 0)
+    heap = frontier.heap
+    scores: list[float] = []
     while heap and not builder.full:
         neg_score, _, parent, token, rank, node, depth, p, siblings, pos, parent_score = (
             heapq.heappop(heap)
         )
         if siblings is not None:
-            push_sibling(parent, siblings, pos + 1, parent_score, depth)
+            frontier.push_sibling(parent, siblings, pos + 1, parent_score, depth)
         index = builder.child(parent, token)
         if index is None:
             source = Source.RETRIEVAL if node >= 0 else Source.LOGITS
             index = builder.add(parent, token, source, rank)
             scores.append(p)
-            push_logits(index, token, -neg_score, depth)
+            frontier.push_logits(index, token, -neg_score, depth)
         if node >= 0:
-            push_retrieval(index, node, -neg_score, depth)
+            frontier.push_retrieval(index, node, -neg_score, depth)
     return scores
