@@ -35,6 +35,15 @@ TINY_PROMPTS = [
 torch.use_deterministic_algorithms(True)
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--update-draft-versions",
+        action="store_true",
+        help="record each method's version and drafts hash in tests/methods/draft_versions.json "
+        "(tests/methods/test_draft_versions.py)",
+    )
+
+
 def pytest_configure(config: pytest.Config) -> None:
     if "RACER_BENCH_DATA" not in os.environ and SHARED_DATA.exists():
         os.environ["RACER_BENCH_DATA"] = str(SHARED_DATA)

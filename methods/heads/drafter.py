@@ -16,6 +16,7 @@ from racer_bench.config.schema import NonNegativeInt, Seed
 from racer_bench.engine.drafter import DrafterNeeds
 from racer_bench.engine.structs import Draft, DraftContext, Feedback
 from racer_bench.engine.target import Engine
+from racer_bench.models.checksums import content_sha256
 
 RANDOM_LAYERS = (0, 1, -1)  # valid for any target with at least one layer
 Propose = Callable[[Any, DraftContext], Draft]
@@ -65,8 +66,10 @@ class HeadDrafter:
         self.head: Any = None
         self._device = torch.device("cpu")  # the features' device, known from the first ones
         layers = tuple(feature_layers) if feature_layers else self.random_layers
+        self.checkpoint_sha256: str | None = None  # which weights, for the run's manifest
         if checkpoint is not None:
             self.head = for_inference(self._load_head(checkpoint), engine)
+            self.checkpoint_sha256 = content_sha256(checkpoint)
             layers = tuple(feature_layers or self._checkpoint_layers())
         self.needs = DrafterNeeds(hidden_states=True, hidden_layers=layers, backends=("native",))
         self.reset([], None)
