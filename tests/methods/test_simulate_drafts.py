@@ -1,4 +1,5 @@
-"""The model-free replay of scripts/simulate_drafts.py on hand-made token sequences."""
+"""The model-free replay (racer_bench.analysis.replay, driven by scripts/simulate_drafts.py) on
+hand-made token sequences."""
 
 from __future__ import annotations
 
@@ -8,9 +9,7 @@ import random
 import pytest
 
 from methods.sam import SamDrafter
-from tests.scripts import load_script
-
-sd = load_script("simulate_drafts")
+from racer_bench.analysis import replay as sd
 
 
 class Scripted:
