@@ -196,7 +196,9 @@ def bootstrap_ci(
 
 def speedup_ci(records: Sequence[Record], mode: str = "method", base: str = "baseline",
                n_resamples: int = 1000, seed: int = 0) -> tuple[float, float]:  # fmt: skip
-    """Bootstrap 95 % interval of the aggregate speedup, resampling prompts."""
+    """Bootstrap 95 % interval of the aggregate speedup, resampling prompts (and, for a run
+    with ``repeats`` > 1, the repeats too: each resample draws repeats, then prompts, so the
+    interval covers how far apart whole runs land, not only which prompts were asked)."""
     if len(records) < 2:
         return float("nan"), float("nan")
     rng = np.random.default_rng(seed)
@@ -204,9 +206,41 @@ def speedup_ci(records: Sequence[Record], mode: str = "method", base: str = "bas
     time_m = np.array([wall_time(r, mode) for r in records])
     tok_b = np.array([new_tokens(r, base) for r in records], dtype=float)
     time_b = np.array([wall_time(r, base) for r in records])
-    idx = rng.integers(0, len(records), size=(n_resamples, len(records)))
-    ratios = (tok_m[idx].sum(1) / time_m[idx].sum(1)) / (tok_b[idx].sum(1) / time_b[idx].sum(1))
+    if len({r.get("repeat", 0) for r in records}) > 1:
+        picks = repeat_resamples(records, n_resamples, rng)
+        ratios = np.array([(tok_m[i].sum() / time_m[i].sum()) / (tok_b[i].sum() / time_b[i].sum())
+                           for i in picks])  # fmt: skip
+    else:
+        idx = rng.integers(0, len(records), size=(n_resamples, len(records)))
+        ratios = (tok_m[idx].sum(1) / time_m[idx].sum(1)) / (tok_b[idx].sum(1) / time_b[idx].sum(1))
     return float(np.quantile(ratios, 0.025)), float(np.quantile(ratios, 0.975))
+
+
+def repeat_resamples(
+    records: Sequence[Record], n_resamples: int, rng: np.random.Generator
+) -> list[np.ndarray]:
+    """Record positions of each two-level resample: repeats drawn with replacement, then prompt
+    indices drawn with replacement, every drawn (repeat, prompt) pair that was recorded."""
+    where = {(r.get("repeat", 0), r.get("index")): i for i, r in enumerate(records)}
+    repeats = sorted({key[0] for key in where})
+    prompts = sorted({key[1] for key in where}, key=str)
+    picks = []
+    for _ in range(n_resamples):
+        drawn_r = rng.choice(len(repeats), size=len(repeats))
+        drawn_p = rng.choice(len(prompts), size=len(prompts))
+        pairs = ((repeats[a], prompts[b]) for a in drawn_r for b in drawn_p)
+        picks.append(np.array([where[k] for k in pairs if k in where]))
+    return picks
+
+
+def speedup_per_repeat(
+    records: Sequence[Record], mode: str = "method", base: str = "baseline"
+) -> list[float]:
+    """The aggregate speedup of each repeat of a run, in repeat order (one value without)."""
+    by_repeat: dict[int, list[Record]] = {}
+    for r in records:
+        by_repeat.setdefault(int(r.get("repeat", 0)), []).append(r)
+    return [speedup(rs, mode, base) for _, rs in sorted(by_repeat.items())]
 
 
 # ------------------------------------------------------------------ confidence scheduling

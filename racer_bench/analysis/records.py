@@ -125,6 +125,11 @@ def load_prompts(run_dir: Path) -> list[dict[str, Any]]:
     return list(records.values())
 
 
+def repeat_id(prompt_id: str, repeat: int) -> str:
+    """A prompt line's id: the prompt's own for the first repeat, ``<id>#r<repeat>`` after."""
+    return prompt_id if repeat == 0 else f"{prompt_id}#r{repeat}"
+
+
 def finished_ids(run_dir: Path) -> set[str]:
     """Ids of the prompts a run folder holds with status ``ok`` (a resumed run skips them)."""
     return {r["id"] for r in load_prompts(run_dir) if r.get("status") == "ok"}

@@ -37,6 +37,9 @@ def speed_block(records: Sequence[Record], has_baseline: bool) -> dict[str, Any]
             "speedup_mean_per_prompt": float(np.mean(M.per_prompt_speedups(records))),
             "identical": M.identical_rate(records),
         }
+        per_repeat = M.speedup_per_repeat(records)
+        if len(per_repeat) > 1:
+            out["speedup_per_repeat"] = per_repeat
         step = M.mean_step_ms(records, "baseline")
         if step > 0:  # records that time each step (not vLLM's, whose steps carry no time)
             out["ar_step_ms"] = step

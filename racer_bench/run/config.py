@@ -36,6 +36,7 @@ class RunConfig:
     seed: Seed = 0
     max_new_tokens: PositiveInt = 256
     warmup_prompts: NonNegativeInt = 1
+    repeats: PositiveInt = 1
     baseline: Literal["same_run", "none"] = "same_run"
     reference: Literal["none", "generate"] = "none"
     resume: str | None = None

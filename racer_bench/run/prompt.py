@@ -36,10 +36,11 @@ def generate_turns(setup: Setup, mode: Mode, prompt: Prompt, seed: int) -> list[
 
 
 def contenders(
-    setup: Setup, index: int
+    setup: Setup, index: int, repeat: int = 0
 ) -> list[tuple[str, Callable[[Prompt], list[dict[str, Any]]]]]:
     """Record key and turn generator of every mode (and of ``generate()`` with a reference),
-    in the order prompt ``index`` runs them: reversed on odd prompts, so drift hits all alike."""
+    in the order prompt ``index`` runs them: reversed on odd prompts (and on every other
+    repeat), so drift hits all alike; a repeat keeps the prompt's seed."""
     seed = setup.cfg.seed + index
     out: list[tuple[str, Callable[[Prompt], list[dict[str, Any]]]]] = [
         (m.name, lambda p, m=m: generate_turns(setup, m, p, seed)) for m in setup.modes
@@ -47,17 +48,17 @@ def contenders(
     if setup.reference is not None:
         ref = setup.reference
         out.append((REFERENCE, lambda p: reference_turns(ref, setup.task, p, setup.max_new_tokens)))
-    return out if index % 2 == 0 else out[::-1]
+    return out if (index + repeat) % 2 == 0 else out[::-1]
 
 
-def run_prompt(setup: Setup, prompt: Prompt, index: int) -> dict[str, Any]:
+def run_prompt(setup: Setup, prompt: Prompt, index: int, repeat: int = 0) -> dict[str, Any]:
     """Every mode on one prompt, back to back; the order alternates with the prompt index.
 
     With a strict-greedy mode, each lossy mode's answer agreement and every output's target
     log-probability follow (:mod:`racer_bench.run.paired`), after all timed decoding.
     """
-    record: dict[str, Any] = {"id": prompt.id, "category": prompt.category, "index": index}
-    for name, turns_of in contenders(setup, index):
+    record = prompt_head(prompt, index, repeat)
+    for name, turns_of in contenders(setup, index, repeat):
         record[name] = {"turns": turns_of(prompt)}
     for mode in setup.modes:
         texts = [t["text"] for t in record[mode.name]["turns"]]
@@ -72,21 +73,30 @@ def run_prompt(setup: Setup, prompt: Prompt, index: int) -> dict[str, Any]:
     return record
 
 
-def failed_record(prompt: Prompt, index: int, error: BaseException) -> dict[str, Any]:
+def prompt_head(prompt: Prompt, index: int, repeat: int) -> dict[str, Any]:
+    """The keys every prompt line starts with; a repeat after the first has its own id
+    (:func:`racer_bench.analysis.records.repeat_id`) and says which repeat it is."""
+    head: dict[str, Any] = {"id": R.repeat_id(prompt.id, repeat), "category": prompt.category,
+                            "index": index}  # fmt: skip
+    return head | {"repeat": repeat} if repeat else head
+
+
+def failed_record(
+    prompt: Prompt, index: int, error: BaseException, repeat: int = 0
+) -> dict[str, Any]:
     """A prompt that raised: recorded as failed with its error, never as a fake answer."""
     message = f"{type(error).__name__}: {error}"
-    return {"id": prompt.id, "category": prompt.category, "index": index, "status": "failed",
-            "error": message}  # fmt: skip
+    return prompt_head(prompt, index, repeat) | {"status": "failed", "error": message}
 
 
-def safe_run_prompt(setup: Setup, prompt: Prompt, index: int) -> dict[str, Any]:
+def safe_run_prompt(setup: Setup, prompt: Prompt, index: int, repeat: int = 0) -> dict[str, Any]:
     """:func:`run_prompt`, with an exception recorded as a failed prompt (the run goes on)."""
     try:
-        return run_prompt(setup, prompt, index)
+        return run_prompt(setup, prompt, index, repeat)
     except (KeyboardInterrupt, ConfigError):
         raise
     except Exception as error:
-        return failed_record(prompt, index, error)
+        return failed_record(prompt, index, error, repeat)
 
 
 def decode_steps(record: dict[str, Any]) -> int:

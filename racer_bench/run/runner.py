@@ -135,17 +135,17 @@ def run_prompts(
     """Every prompt not finished yet, one line each, then the summary."""
     incomplete = run_dir / R.INCOMPLETE_FILE
     incomplete.write_text(f"run not finished; continue with resume={run_dir}\n")
-    done = R.finished_ids(run_dir)
-    todo = [(i, p) for i, p in enumerate(prompts) if p.id not in done]
+    todo = prompts_to_run(prompts, int(setup.cfg.get("repeats", 1)), R.finished_ids(run_dir))
     for index in range(min(setup.cfg.warmup_prompts, len(prompts)) if todo else 0):
         run_prompt(setup, prompts[index], index)  # warm-up: same code path, not recorded
     tracker = tracking.start(setup.cfg, run_dir, choices)
     failed = True
     try:
         meter, steps, governor = hardware.LoadMeter().start(), 0, thread_governor(setup.cfg)
-        for index, prompt in tqdm(todo, desc=choices.get("method", "method"), unit="prompt"):
+        for repeat, index, prompt in tqdm(todo, desc=choices.get("method", "method"),
+                                          unit="prompt"):  # fmt: skip
             threads = prompt_threads(governor, setup)
-            record = safe_run_prompt(setup, prompt, index) | {"threads": threads}
+            record = safe_run_prompt(setup, prompt, index, repeat) | {"threads": threads}
             R.append_prompt(run_dir, record)
             steps += decode_steps(record)
         load = run_load(meter, steps, governor) if todo else None
@@ -156,6 +156,19 @@ def run_prompts(
         tracker.finish(failed=failed)
     incomplete.unlink(missing_ok=True)
     return summary
+
+
+def prompts_to_run(
+    prompts: list[Prompt], repeats: int, done: set[str]
+) -> list[tuple[int, int, Prompt]]:
+    """``(repeat, index, prompt)`` not finished yet, repeat-major: every prompt once, then
+    again, so the repeats of a prompt lie minutes apart, as separate runs would."""
+    return [
+        (repeat, index, prompt)
+        for repeat in range(repeats)
+        for index, prompt in enumerate(prompts)
+        if R.repeat_id(prompt.id, repeat) not in done
+    ]
 
 
 def floor_block(floor: dict[str, Any] | None, ar_step_ms: float | None) -> dict[str, Any]:

@@ -9,8 +9,8 @@ import pytest
 from omegaconf import OmegaConf
 
 from racer_bench.analysis.records import load_prompts
-from racer_bench.errors import ConfigError, RunStopped
 from racer_bench.config.construct import construct
+from racer_bench.errors import ConfigError, RunStopped
 from racer_bench.run.runner import run
 from racer_bench.tasks.tiny import TinyTask
 
@@ -293,3 +293,17 @@ def test_constructor_checks_become_one_line_errors_others_keep_their_traceback(
         construct(OmegaConf.create({"_target_": f"{__name__}.not_a_config_check"}), "method")
     assert not isinstance(error.value, ConfigError)
     assert isinstance(error.value.__cause__, json.JSONDecodeError)
+
+
+def test_repeats_run_every_prompt_again_and_the_interval_covers_them(compose_cfg, tmp_path):
+    cfg = compose_cfg(*SMOKE, "method=pld", "task.limit=2", "repeats=3")
+    summary = run(cfg, tmp_path, {"method": "pld"})
+    lines = load_prompts(tmp_path)
+    ids = [r["id"] for r in lines]
+    assert ids == ["tiny/0", "tiny/1", "tiny/0#r1", "tiny/1#r1", "tiny/0#r2", "tiny/1#r2"]
+    assert [r.get("repeat", 0) for r in lines] == [0, 0, 1, 1, 2, 2]
+    same_prompt = [r["method"]["turns"][0]["tokens"] for r in lines if r["index"] == 0]
+    assert all(tokens == same_prompt[0] for tokens in same_prompt)  # a repeat keeps its seed
+    assert summary["n_prompts"] == 6 and len(summary["speedup_per_repeat"]) == 3
+    low, high = summary["speedup_ci95"]
+    assert low <= summary["speedup"] <= high

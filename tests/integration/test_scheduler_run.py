@@ -10,8 +10,8 @@ from racer_bench.analysis import frames as F
 from racer_bench.analysis import plots as P
 from racer_bench.analysis.records import PROMPTS_FILE, load_prompts
 from racer_bench.analysis.summary import summarize
-from racer_bench.run.setup import PROFILE_FILE
 from racer_bench.run.runner import run
+from racer_bench.run.setup import PROFILE_FILE
 from tests.integration.test_runner import SMOKE
 from tests.scripts import load_script
 
@@ -106,8 +106,8 @@ def test_the_scheduler_takes_the_cost_curve_of_the_threads_each_prompt_runs_on(t
     import torch
     from hydra import compose, initialize_config_dir
 
-    from racer_bench.run.setup import build
     from racer_bench.run.runner import finalize
+    from racer_bench.run.setup import build
     from racer_bench.run.threads import follow_threads
     from tests.conftest import CONF_DIR
 

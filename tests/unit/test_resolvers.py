@@ -6,8 +6,8 @@ import pytest
 from hydra.utils import instantiate
 
 from racer_bench.config.construct import constructor_node
-from racer_bench.run.resolvers import by_hardware, device_kind
 from racer_bench.errors import ConfigError
+from racer_bench.run.resolvers import by_hardware, device_kind
 
 
 def test_device_kind_names():

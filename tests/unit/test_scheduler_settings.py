@@ -111,8 +111,8 @@ def test_saved_configs_naming_the_scheduler_classes_still_load():
 def test_a_run_saved_with_the_scheduler_class_resumes(compose_cfg, tmp_path):
     import json
 
-    from racer_bench.run.resume import restore
     from racer_bench.run.config import scheduler_settings, validate
+    from racer_bench.run.resume import restore
 
     cfg = compose_cfg("model=tiny_random", "task=tiny", "method=racer", "scheduler=confidence")
     saved = OmegaConf.to_container(cfg, resolve=True)
