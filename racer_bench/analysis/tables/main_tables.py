@@ -15,6 +15,13 @@ from racer_bench.analysis.tables.context import (
     setting_groups,
     setting_text,
 )
+from racer_bench.analysis.tables.noise import (
+    AA_METHOD,
+    AA_NAME,
+    aa_rows,
+    floor_note,
+    noise_floor,
+)
 from racer_bench.analysis.tables.papers import (
     RACER_SPEC_BENCH,
     SPEC_BENCH_LEADERBOARD,
@@ -28,11 +35,13 @@ from racer_bench.analysis.tables.rows import entries, lookup, lossless_defaults,
 
 
 def main_table(runs_df: pd.DataFrame, cats_df: pd.DataFrame, paper: bool) -> Table | None:
-    """Methods x Spec-Bench categories + overall + other tasks: ``speedup (MAT)``."""
+    """Methods x Spec-Bench categories + overall + other tasks: ``speedup (MAT)``; an A/A row
+    (AR against AR) first when the runs have one, and its noise floor in the notes."""
     df = lossless_defaults(runs_df)
     if df.empty or df["speedup"].isna().all():
         return None
-    cats = cats_df[cats_df["label"].isin(df["label"]) & (cats_df["task"] == "spec_bench")]
+    shown = with_aa(runs_df, df)
+    cats = cats_df[cats_df["label"].isin(shown["label"]) & (cats_df["task"] == "spec_bench")]
     groups = [g for g in SPEC_BENCH_GROUPS if g in set(cats["category"])]
     tasks = [t for t in dict.fromkeys(df["task"]) if t != "spec_bench"]
     header = ["method", "scheduler", *[g.replace("_", " ") for g in groups]]
@@ -41,24 +50,25 @@ def main_table(runs_df: pd.DataFrame, cats_df: pd.DataFrame, paper: bool) -> Tab
     sources = ["racer", "spec_bench"] if paper else []
     header += [f"{PN.column(s)}: Spec-Bench overall" for s in sources]
     rows = []
-    for method, scheduler in entries(df):
+    for method, scheduler in entries(shown):
         where = {"method": method, "scheduler": scheduler}
         cells = [speed_cell(lookup(cats, category=g, **where)) for g in groups]
         if "spec_bench" in set(df["task"]):
-            cells.append(speed_cell(lookup(df, task="spec_bench", **where)))
-        cells += [speed_cell(lookup(df, task=t, **where)) for t in tasks]
+            cells.append(speed_cell(lookup(shown, task="spec_bench", **where)))
+        cells += [speed_cell(lookup(shown, task=t, **where)) for t in tasks]
         tables = {"racer": RACER_SPEC_BENCH, "spec_bench": SPEC_BENCH_LEADERBOARD}
         cells += [reported(tables[s].get(method)) for s in sources]
-        rows.append([names.method_name(method), scheduler, *cells])
+        rows.append([shown_name(method), scheduler, *cells])
     notes = [
         "Cells: speedup over AR (×) and, in brackets, MAT. multi turn = the 8 MT-Bench "
         "categories of Spec-Bench (2 turns each). Scheduler: the draft-size scheduler the run "
         "used (scheduler=auto is shown as the one it picked); a method run under several has a "
         "row per scheduler.",
+        *filter(None, [floor_note(runs_df)]),
         *context_notes(df),
     ]
     if paper and "spec_bench" in set(df["task"]):
-        notes += main_ordering_notes(df)
+        notes += main_ordering_notes(df, noise_floor(runs_df))
     return Table(
         "main",
         "Main results: speedup (MAT) per task and Spec-Bench category",
@@ -66,6 +76,19 @@ def main_table(runs_df: pd.DataFrame, cats_df: pd.DataFrame, paper: bool) -> Tab
         rows,
         notes + PN.citations(sources),
     )
+
+
+def with_aa(runs_df: pd.DataFrame, df: pd.DataFrame) -> pd.DataFrame:
+    """``df`` with the A/A runs of ``runs_df`` in front (``df`` itself without any)."""
+    aa = aa_rows(runs_df)
+    if aa.empty:
+        return df
+    return pd.concat([aa.assign(scheduler=aa.get("scheduler", "fixed")), df])
+
+
+def shown_name(method: str) -> str:
+    """A row's method name; the A/A row says it is one."""
+    return AA_NAME if method == AA_METHOD else names.method_name(method)
 
 
 MAIN_WHY = (
@@ -78,11 +101,12 @@ MAIN_WHY = (
 )
 
 
-def main_ordering_notes(df: pd.DataFrame) -> list[str]:
-    """How our Spec-Bench overall ranking compares with each paper's, and why it may differ."""
+def main_ordering_notes(df: pd.DataFrame, floor: float | None = None) -> list[str]:
+    """How our Spec-Bench overall ranking compares with each paper's, and why it may differ
+    (speedups inside the noise ``floor`` are ties)."""
     notes = [
         ordering_note(f"Spec-Bench overall speedup{suffix}", spec_bench_speedups(runs),
-                      reported_values(numbers, "speedup"), source, "{:.2f}×")
+                      reported_values(numbers, "speedup"), source, "{:.2f}×", floor)
         for suffix, runs in scheduler_groups(df)
         for source, numbers in (("racer", RACER_SPEC_BENCH),
                                 ("spec_bench", SPEC_BENCH_LEADERBOARD))
@@ -111,6 +135,7 @@ def speed_table(runs_df: pd.DataFrame) -> Table | None:
     df = lossless_defaults(runs_df)
     if df.empty or "baseline_tokens_per_s" not in df or df["speedup"].isna().all():
         return None
+    df = with_aa(runs_df, df)
     header = ["method", "scheduler", "task", "prompts", "AR tok/s", "method tok/s",
               "speedup [95 % CI]", "MAT", "identical", "measured on"]  # fmt: skip
     rows = []
@@ -121,7 +146,7 @@ def speed_table(runs_df: pd.DataFrame) -> Table | None:
                 continue
             identical = row.get("identical")
             rows.append([
-                names.method_name(method), scheduler, names.task_name(task),
+                shown_name(method), scheduler, names.task_name(task),
                 str(int(row["n_prompts"])),
                 num(row.get("baseline_tokens_per_s"), "{:.1f}"),
                 num(row.get("tokens_per_s"), "{:.1f}"),

@@ -8,6 +8,7 @@ import pandas as pd
 from racer_bench.analysis import names
 from racer_bench.analysis import paper_numbers as PN
 from racer_bench.analysis.tables.cells import DASH
+from racer_bench.analysis.tables.noise import tied
 
 RACER_SPEC_BENCH = PN.table("racer_spec_bench")
 SPEC_BENCH_LEADERBOARD = PN.table("spec_bench_leaderboard")
@@ -25,19 +26,30 @@ def reported(numbers: dict[str, PN.Reported] | None) -> str:
     return f"{cell} ({numbers['mat'].text})" if "mat" in numbers else cell
 
 
-def rank_text(values: dict[str, float], pattern: str) -> str:
-    """``"RACER 1.74× > PLD 1.57×"``: names by decreasing value."""
+def rank_text(values: dict[str, float], pattern: str, floor: float | None = None) -> str:
+    """``"RACER 1.74× > PLD 1.57× ≈ REST 1.56×"``: names by decreasing value; neighbours
+    closer than the noise ``floor`` are joined by ≈ (a tie), others by >."""
     ranked = sorted(values.items(), key=lambda item: -item[1])
-    return " > ".join(f"{name} {pattern.format(value)}" for name, value in ranked)
+    text = ""
+    for i, (name, value) in enumerate(ranked):
+        if i:
+            text += " ≈ " if tied(ranked[i - 1][1], value, floor) else " > "
+        text += f"{name} {pattern.format(value)}"
+    return text
 
 
 def ordering_note(
-    what: str, ours: dict[str, float], reference: dict[str, float], source: str, pattern: str
+    what: str,
+    ours: dict[str, float],
+    reference: dict[str, float],
+    source: str,
+    pattern: str,
+    floor: float | None = None,
 ) -> str | None:
     """One sentence comparing our ranking by ``what`` with a paper's, over the names both have.
 
-    Pairs ordered the other way round are named (``"PLD above Token Recycling"``); None when
-    fewer than two names are shared."""
+    Pairs ordered the other way round are named (``"PLD above Token Recycling"``), unless ours
+    are a tie inside the noise ``floor``; None when fewer than two names are shared."""
     shared = [name for name in ours if name in reference]
     if len(shared) < 2:
         return None
@@ -46,13 +58,15 @@ def ordering_note(
         f"{high} above {low}"
         for i, high in enumerate(by_ours)
         for low in by_ours[i + 1 :]
-        if ours[high] > ours[low] and reference[high] < reference[low]
+        if ours[high] > ours[low]
+        and reference[high] < reference[low]
+        and not tied(ours[high], ours[low], floor)
     ]
     verdict = (
         "the same order" if not swapped else "a different order: ours has " + ", ".join(swapped)
     )
     return (
-        f"Ordering by {what}: ours {rank_text({n: ours[n] for n in shared}, pattern)}; "
+        f"Ordering by {what}: ours {rank_text({n: ours[n] for n in shared}, pattern, floor)}; "
         f"{PN.column(source)} {rank_text({n: reference[n] for n in shared}, pattern)}: {verdict}."
     )
 
