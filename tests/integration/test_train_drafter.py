@@ -13,6 +13,7 @@ import pytest
 from methods.dspark import DSparkDrafter
 from methods.eagle3 import Eagle3Drafter
 from methods.medusa import MedusaDrafter
+from racer_bench.train import clock as clock_module
 from racer_bench.train.distill_data import read_cache
 from tests.conftest import REPO, TINY_PROMPTS, ar_tokens, run_generate
 
@@ -113,12 +114,9 @@ def test_resume_refuses_a_state_from_other_data(tmp_path) -> None:
 
 def test_active_clock_leaves_out_a_pause(monkeypatch: pytest.MonkeyPatch) -> None:
     """A step stretched by a SIGSTOP counts as a typical step, not as the pause."""
-    sys.path.insert(0, str(REPO / "scripts"))
-    import train_drafter
-
     now = iter([0.0, 1.0, 1.0, 2.0, 2.0, 3.0, 3.0, 4.0, 4.0, 5.0, 5.0, 505.0, 505.0, 506.5])
-    monkeypatch.setattr(train_drafter.time, "perf_counter", lambda: next(now))
-    clock = train_drafter.ActiveClock(10.0)
+    monkeypatch.setattr(clock_module.time, "perf_counter", lambda: next(now))
+    clock = clock_module.ActiveClock(10.0)
     counted = []
     for _ in range(7):
         clock.start()
