@@ -29,6 +29,8 @@ from racer_bench.analysis.replay import (
 from racer_bench.analysis.replay_drafters import Options, ProjectDrafter, make_drafter
 from racer_bench.config.construct import DISPLAY_KEYS, task_max_new_tokens
 from racer_bench.config.paths import DEFAULT_MODELS_DIR
+from racer_bench.tasks.base import Prompt
+from racer_bench.tasks.conversation import conversation
 
 ModelFiles = Callable[[Path], tuple[Any, int]]  # model folder -> (tokenizer, vocabulary size)
 
@@ -80,14 +82,26 @@ class Run:
         ok = [r for r in self.records if r.get("status") == "ok"]
         prompts = {p.id: p for p in self.task.load()}
         for r in [*ok[:warmup], *ok]:
-            history: list[str] = []
             prompt = prompts[r.get("prompt_id", r["id"])]  # vLLM records: id names the batch size
-            for i, t in enumerate(r["baseline"]["turns"]):
-                ids = self.task.render(prompt, i, history, self.tokenizer)
-                history.append(t["text"])
+            for i, (ids, t) in enumerate(self.rendered(prompt, r["baseline"]["turns"])):
                 same = r.get("identical", False)
                 recorded = r["method"]["turns"][i]["steps"]["n_committed"] if same else []
                 yield Turn(r["id"], i, list(ids), list(t["tokens"]), list(recorded))
+
+    def rendered(
+        self, prompt: Prompt, answers: Sequence[dict[str, Any]]
+    ) -> list[tuple[list[int], dict[str, Any]]]:
+        """(prompt ids, recorded answer) of each turn: the conversation loop renders every
+        turn with the recorded answers of the earlier ones as its history."""
+        ids_of: list[list[int]] = []
+        recorded = iter(answers)
+
+        def answer(ids: list[int]) -> dict[str, Any]:
+            ids_of.append(ids)
+            return next(recorded)
+
+        turns = conversation(prompt, self.task, self.tokenizer, answer)
+        return list(zip(ids_of, turns, strict=True))
 
 
 def load_run(
