@@ -11,6 +11,7 @@ from racer_bench.run.bench import (
     markdown_table,
     setting_line,
 )
+from racer_bench.run.bench_methods import contender
 from racer_bench.system.hardware import LoadMeter
 from tests.conftest import TINY_PROMPTS
 
@@ -85,9 +86,6 @@ def test_method_setup_routes_scheduler_overrides(tiny_target):
 def test_contender_specs_expand_environment_variables(tiny_target, monkeypatch):
     """``'racer@max_breadth=$BREADTH'`` builds the drafter from the variable's value (the
     table keeps the spec as written, so it names no machine path)."""
-    from tests.scripts import load_script
-
-    bench_methods = load_script("bench_methods")
     monkeypatch.setenv("BREADTH", "3")
-    drafter, _ = bench_methods.contender("racer@max_breadth=$BREADTH", tiny_target)
+    drafter, _ = contender("racer@max_breadth=$BREADTH", tiny_target)
     assert drafter.max_breadth == 3
