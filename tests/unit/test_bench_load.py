@@ -1,12 +1,11 @@
-"""scripts/bench_load.py: contenders become CLI overrides."""
+"""scripts/bench_load.py (racer_bench.run.bench_load): contenders become CLI overrides."""
 
 from __future__ import annotations
 
-from tests.scripts import load_script
+from racer_bench.run.bench_load import contender_overrides as overrides
 
 
 def test_a_contender_becomes_method_and_scheduler_overrides():
-    overrides = load_script("bench_load").contender_overrides
     assert overrides("pld") == ["method=pld", "scheduler=fixed"]  # a bare name: its YAML's sizes
     spec = "racer@capacity=5+scheduler=confidence+scheduler.explore=0.1"
     assert overrides(spec) == ["method=racer", "scheduler=confidence", "scheduler.explore=0.1",
