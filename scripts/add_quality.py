@@ -29,11 +29,11 @@ from tqdm.auto import tqdm
 from racer_bench.analysis import records as R
 from racer_bench.analysis.quality import LOGPROB_KEY
 from racer_bench.analysis.resummarize import resummarize
+from racer_bench.config.construct import construct
 from racer_bench.run.grid import compose_run
 from racer_bench.run.paired import STRICT, compare_with_strict
 from racer_bench.run.resume import pin_measured_choices
 from racer_bench.run.setup import choose_engine
-from racer_bench.config.construct import construct
 
 DATA_PLACEHOLDER = "<data_dir>"  # what scripts/curate.py writes for the data folder
 
