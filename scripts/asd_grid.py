@@ -18,14 +18,15 @@ committed ASD records were made with), not the CLI's ``auto``.
 from __future__ import annotations
 
 import argparse
+import runpy
 import sys
 from pathlib import Path
 
 from racer_bench.errors import ConfigError
 from racer_bench.run.grid import run_grid
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import collect_sweep
+# the sibling script's main, loaded by path (scripts/ is not a package)
+collect_sweep = runpy.run_path(str(Path(__file__).with_name("collect_sweep.py")))
 
 
 def parse_point(text: str) -> list[str]:
@@ -52,7 +53,7 @@ def main() -> None:
     except ConfigError as error:
         print(f"error: {error}", file=sys.stderr)
         sys.exit(2)
-    collect_sweep.main(["--results", str(args.out)])
+    collect_sweep["main"](["--results", str(args.out)])
 
 
 if __name__ == "__main__":

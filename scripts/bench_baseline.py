@@ -10,13 +10,10 @@ the prompt-lookup speedups: transformers ``generate(prompt_lookup_num_tokens=10)
 
 from __future__ import annotations
 
+import runpy
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import bench_methods  # the sibling script, importable once its folder is on the path
-
 if __name__ == "__main__":
     sys.argv[1:1] = ["--hf-generate", "--methods", "pld"]
-    bench_methods.main()
+    runpy.run_path(str(Path(__file__).with_name("bench_methods.py")), run_name="__main__")

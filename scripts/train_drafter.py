@@ -15,42 +15,18 @@ from __future__ import annotations
 
 import json
 import sys
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import hydra
 from omegaconf import DictConfig
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
 from methods.draft_vocab import draft_labels, frequent_tokens
 from methods.heads.kind import HEAD_KINDS, Sample, head_kind
-from racer_bench.config.schema import Instantiable, PositiveInt, Seed, check
+from racer_bench.config.schema import check
 from racer_bench.errors import ConfigError
-from racer_bench.run.config import PathsConfig
 from racer_bench.train import loop
 from racer_bench.train.job import Heads
-from racer_bench.train.schema import DataConfig, HeadConfig, OptimConfig
-
-
-@dataclass
-class TrainConfig:
-    """Schema of ``conf/train/config.yaml`` (see :mod:`racer_bench.config.schema`)."""
-
-    kind: str = "medusa"  # a key of methods.heads.kind.HEAD_KINDS or module:Class
-    model_name: str = "smollm2_135m"
-    num_threads: PositiveInt = 1
-    seed: Seed = 0
-    out: str = ""
-    resume: bool = True
-    data_only: bool = False
-    features_only: bool = False
-    data: DataConfig = field(default_factory=DataConfig)
-    head: HeadConfig = field(default_factory=HeadConfig)
-    train: OptimConfig = field(default_factory=OptimConfig)
-    model: Instantiable = field(default_factory=dict)
-    paths: PathsConfig = field(default_factory=PathsConfig)
+from racer_bench.train.schema import TrainConfig
 
 
 def heads(cfg: DictConfig) -> Heads:

@@ -6,6 +6,7 @@ the cache of dequantized models, datastores, compiled kernels and checkpoints
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -18,3 +19,12 @@ DEFAULT_MODELS_DIR = f"{DEFAULT_CACHE_DIR}/models"  # the model group's cache_di
 def cache_dir() -> str:
     """The cache folder, unexpanded: ``$RACER_BENCH_CACHE``, else :data:`DEFAULT_CACHE_DIR`."""
     return os.environ.get(CACHE_ENV, DEFAULT_CACHE_DIR)
+
+
+@dataclass
+class PathsConfig:
+    """Schema of ``conf/paths/default.yaml``."""
+
+    data_dir: str = "data"
+    cache_dir: str = DEFAULT_CACHE_DIR
+    results_dir: str = "results"

@@ -10,19 +10,10 @@ from omegaconf import DictConfig
 
 from racer_bench.analysis.tracking import LoggerConfig
 from racer_bench.config.backend import BackendConfig
-from racer_bench.config.paths import DEFAULT_CACHE_DIR
+from racer_bench.config.paths import PathsConfig
 from racer_bench.config.schema import Instantiable, NonNegativeInt, PositiveInt, Seed, check
 from racer_bench.engine.scheduler_settings import SchedulerSettings, settings_of
 from racer_bench.engine.target import Engine
-
-
-@dataclass
-class PathsConfig:
-    """Schema of ``conf/paths/default.yaml``."""
-
-    data_dir: str = "data"
-    cache_dir: str = DEFAULT_CACHE_DIR
-    results_dir: str = "results"
 
 
 @dataclass

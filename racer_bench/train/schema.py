@@ -1,18 +1,20 @@
-"""Schemas of the groups of ``conf/train/config.yaml`` (``data:``, ``head:``, ``train:``), checked
-by :mod:`racer_bench.config.schema` before anything loads; the top level is declared by
-``scripts/train_drafter.py``, which also names the ``paths`` and ``model`` groups."""
+"""Schema of ``conf/train/config.yaml`` (:class:`TrainConfig`) and its groups (``data:``,
+``head:``, ``train:``), checked by :mod:`racer_bench.config.schema` before anything loads."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Literal
 
+from racer_bench.config.paths import PathsConfig
 from racer_bench.config.schema import (
+    Instantiable,
     NonNegativeFloat,
     NonNegativeInt,
     PositiveFloat,
     PositiveInt,
     Probability,
+    Seed,
 )
 
 
@@ -77,3 +79,22 @@ class OptimConfig:
     eval_every: PositiveInt = 200
     eval_sequences: PositiveInt = 16
     log_every: PositiveInt = 50
+
+
+@dataclass
+class TrainConfig:
+    """Schema of ``conf/train/config.yaml`` (see :mod:`racer_bench.config.schema`)."""
+
+    kind: str = "medusa"  # a key of methods.heads.kind.HEAD_KINDS or module:Class
+    model_name: str = "smollm2_135m"
+    num_threads: PositiveInt = 1
+    seed: Seed = 0
+    out: str = ""
+    resume: bool = True
+    data_only: bool = False
+    features_only: bool = False
+    data: DataConfig = field(default_factory=DataConfig)
+    head: HeadConfig = field(default_factory=HeadConfig)
+    train: OptimConfig = field(default_factory=OptimConfig)
+    model: Instantiable = field(default_factory=dict)
+    paths: PathsConfig = field(default_factory=PathsConfig)

@@ -9,8 +9,6 @@ a declaration next to its code fails here, loudly, naming the file and the key.
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, is_dataclass
 from functools import cache
@@ -34,6 +32,7 @@ from racer_bench.config.schema import (
 )
 from racer_bench.errors import ConfigError
 from racer_bench.run.config import RunConfig
+from racer_bench.train.schema import TrainConfig
 from tests.conftest import CONF_DIR, REPO
 
 HYDRA_OWN = "hydra"  # conf/hydra/: Hydra's and its launchers' settings, checked by Hydra
@@ -41,15 +40,8 @@ NOT_KEYS = ("defaults", "hydra")  # a file's defaults list and Hydra settings ar
 REQUIRED = {"model/hf.yaml": ["model.path=org/model"]}  # values a file leaves to the user (???)
 
 
-@cache
 def train_schema() -> type:
-    spec = importlib.util.spec_from_file_location(
-        "train_drafter", REPO / "scripts/train_drafter.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up while being defined
-    spec.loader.exec_module(module)
-    return module.TrainConfig
+    return TrainConfig
 
 
 def yaml_files() -> list[Path]:
