@@ -3,6 +3,13 @@
 Reads run folders only: each vLLM run's ``by_batch`` summary blocks and each native run's
 summary, matched by the method key of their manifests, so a table or figure is regenerated
 from committed records alone.
+
+The summary's per-batch-size statistics are here too (:func:`batch_block`,
+:func:`request_mats`). Inside vLLM a batch is what is timed: each prompt line gets a share
+of its batch's wall time by its tokens, so every line of a batch has about the batch's speedup,
+and the unit the speedup's interval resamples is the timed batch, not the prompt. A batch is a
+(pass, batch within the pass) pair: a repeated pass over the prompts (``backend.min_batches``)
+times batches of its own.
 """
 
 from __future__ import annotations
@@ -51,6 +58,47 @@ def _read(run: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     return R.read_json(run / R.MANIFEST_FILE), R.read_json(run / R.SUMMARY_FILE)
 
 
+def batch_key(record: dict[str, Any]) -> tuple[int, int]:
+    """The timed batch of a vLLM prompt line: (pass, batch within the pass)."""
+    return int(record.get("repeat", 0)), int(record["batch"])
+
+
+def timed_batches(records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each timed batch as one record whose turns are those of its prompt lines (both modes),
+    in run order, so :mod:`.metrics` computes a batch's tokens, times and speedup as a prompt's."""
+    groups: dict[tuple[int, int], list[dict[str, Any]]] = {}
+    for record in records:
+        groups.setdefault(batch_key(record), []).append(record)
+    return [{"batch": list(key), "n_prompts": len(rs),
+             **{mode: {"turns": [t for r in rs for t in M.turns(r, mode)]}
+                for mode in ("method", "baseline")}}
+            for key, rs in sorted(groups.items())]  # fmt: skip
+
+
+def batch_block(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """A batch size's speedup interval over its timed batches (bootstrap: batches drawn with
+    replacement, the speedup of their summed tokens and times), and how many batches it rests on
+    (``n_batches``; ``n_full_batches`` of them at the largest size, the others a pass's partial
+    last batch). Replaces the per-prompt interval, which treats the lines of one batch, timed
+    together, as independent draws. Empty without records."""
+    batches = timed_batches(records)
+    if not batches:
+        return {}
+    largest = max(b["n_prompts"] for b in batches)
+    low, high = M.speedup_ci(batches)
+    return {"speedup_ci95": [low, high], "speedup_ci95_unit": "batch",
+            "n_batches": len(batches),
+            "n_full_batches": sum(b["n_prompts"] == largest for b in batches),
+            "n_passes": len({b["batch"][0] for b in batches}),
+            "speedup_per_batch": [M.speedup([b]) for b in batches]}  # fmt: skip
+
+
+def request_mats(records: Sequence[dict[str, Any]]) -> list[float]:
+    """Each prompt line's own MAT (committed tokens per verification step of that request), in
+    record order; lines without a verification step are left out."""
+    return [m for m in (M.mat([r]) for r in records) if not math.isnan(m)]
+
+
 def batch_sizes(rows: Sequence[MethodSpeeds]) -> list[int]:
     return sorted({b for r in rows for b in r.by_batch})
 
@@ -67,6 +115,8 @@ def _speed_cell(block: dict[str, Any] | None) -> str:
         return "-"
     ci = block.get("speedup_ci95") or [None, None]
     interval = f" [{_f(ci[0], '{:.2f}')}, {_f(ci[1], '{:.2f}')}]" if ci[0] is not None else ""
+    if interval and block.get("n_batches"):  # an interval over timed batches says how many
+        interval += f" ({block['n_batches']} batches)"
     return (f"{_f(block.get('tokens_per_s'), '{:.1f}')} · "
             f"**{_f(block.get('speedup'), '{:.2f}x')}**{interval} · "
             f"{_f(block.get('mat'), '{:.2f}')}")  # fmt: skip
@@ -169,6 +219,8 @@ def ar_agreement(vllm_run: Path, native_run: Path) -> tuple[int, int]:
     same = total = 0
     for record in R.load_prompts(vllm_run):
         if record.get("batch_size") != 1 or record.get("prompt_id") not in native:
+            continue
+        if record.get("repeat", 0):  # a repeated pass asks the same prompt again
             continue
         total += 1
         same += _tokens(record, "baseline") == native[record["prompt_id"]]

