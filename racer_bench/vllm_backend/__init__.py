@@ -10,5 +10,7 @@ the pure parts (chain projection, per-request drafter state) are tested without 
 * :mod:`.plugin` -- a vLLM general plugin that hands the proposer the request ids and the
   target's top-k at the verified positions (vLLM's ``custom_class`` call passes neither).
 * :mod:`.compat` -- the vLLM versions the plugin supports, checked before it patches vLLM.
+* :mod:`.cpu` -- the engines' OpenMP thread binding and dtype on a CPU.
+* :mod:`.batching` -- which batches are timed at a batch size (passes until ``min_batches``).
 * :mod:`.run` -- builds ``vllm.LLM`` engines and runs a task at each batch size.
 """
