@@ -20,6 +20,7 @@ A datastore file is one ``.npz`` with ``tokens``, ``sa`` (suffix array) and ``me
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import itertools
 import json
@@ -34,6 +35,7 @@ from typing import Any
 import numpy as np
 from pydivsufsort import divsufsort
 
+from racer_bench.config.paths import cache_dir
 from racer_bench.models.tiny_tokenizer import ByteTokenizer
 
 DATASTORE_FOLDER = "datastores"  # under the cache folder: <tokenizer>/<corpus>-<n>.npz
@@ -399,3 +401,52 @@ def check_vocab(built_vocab: int, vocab_size: int, what: str) -> None:
 def tokenizer_vocab(tokenizer: Any) -> int:
     """Number of ids a tokenizer can emit (added tokens included)."""
     return len(tokenizer) if hasattr(tokenizer, "__len__") else int(tokenizer.vocab_size)
+
+
+def target_vocab(spec: str, tokenizer: Any, models_dir: Path) -> int:
+    """The model's vocabulary size when ``spec`` names a model folder, else the tokenizer's."""
+    for folder in (models_dir / spec, Path(spec).expanduser()):
+        vocab = config_vocab(folder / "config.json")
+        if vocab is not None:
+            return vocab
+    return tokenizer_vocab(tokenizer)
+
+
+def corpus_parser(description: str, folder: str, max_tokens: int) -> argparse.ArgumentParser:
+    """The flags of a corpus build (REST's datastore, SAM's automaton): corpus, tokenizer,
+    cache folder (``folder`` lives under it), size cap, vocabulary and output file."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--corpus", default="stdlib", help="stdlib | a file or folder")
+    parser.add_argument(
+        "--tokenizer", required=True, help="byte | model config name | tokenizer folder | hub id"
+    )
+    parser.add_argument("--cache-dir", default=cache_dir(),
+                        help=f"racer_bench cache (models/ and {folder}/ live here)")  # fmt: skip
+    parser.add_argument("--max-tokens", type=int, default=max_tokens, help="size cap in tokens")
+    parser.add_argument("--vocab-size", type=int, default=None, help="default: the model's")
+    parser.add_argument("--out", default=None, help="output .npz (default: the cache path)")
+    return parser
+
+
+@dataclass
+class CorpusBuild:
+    """What a corpus build needs once its flags are read: tokenizer, vocabulary, output file
+    and the metadata that names the tokenizer."""
+
+    tokenizer: Any
+    vocab: int
+    out: Path
+    meta: dict[str, Any]
+
+
+def corpus_build(args: argparse.Namespace, folder: str) -> CorpusBuild:
+    """Tokenizer, vocabulary and output path from :func:`corpus_parser`'s flags (the output
+    defaults to ``<cache>/<folder>/<tokenizer>/<corpus>-<max_tokens>.npz``)."""
+    models_dir = Path(args.cache_dir).expanduser() / "models"
+    tokenizer = load_tokenizer(args.tokenizer, args.vocab_size or 0, models_dir)
+    vocab = args.vocab_size or target_vocab(args.tokenizer, tokenizer, models_dir)
+    out = Path(args.out) if args.out else corpus_cache_path(
+        args.cache_dir, folder, args.corpus, args.tokenizer, vocab, args.max_tokens
+    )  # fmt: skip
+    meta = {"tokenizer": tokenizer_id(args.tokenizer, vocab, models_dir)}
+    return CorpusBuild(tokenizer, vocab, out, meta)

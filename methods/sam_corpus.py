@@ -9,16 +9,13 @@ size cap ``max_tokens`` is kept well below REST's. Its cache file:
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from methods.datastore import (
-    config_vocab,
     corpus_files,
     encode_corpus,
     iter_documents,
     separator_for,
-    tokenizer_vocab,
 )
 from methods.suffix_automaton import FrozenAutomaton, SuffixAutomaton
 
@@ -36,12 +33,3 @@ def build_corpus_automaton(
     info = {**meta, "corpus": corpus, "vocab_size": vocab_size, "n_tokens": len(tokens),
             "separator": separator_for(vocab_size)}  # fmt: skip
     return sam.freeze(info)
-
-
-def target_vocab(spec: str, tokenizer: Any, models_dir: Path) -> int:
-    """The model's vocabulary size when ``spec`` names a model folder, else the tokenizer's."""
-    for folder in (models_dir / spec, Path(spec).expanduser()):
-        vocab = config_vocab(folder / "config.json")
-        if vocab is not None:
-            return vocab
-    return tokenizer_vocab(tokenizer)

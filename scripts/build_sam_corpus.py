@@ -11,47 +11,23 @@ hundred bytes per token while building).
 
 from __future__ import annotations
 
-import argparse
 import time
 from pathlib import Path
 
-from methods.datastore import corpus_cache_path, load_tokenizer, tokenizer_id
-from methods.sam_corpus import AUTOMATON_FOLDER, build_corpus_automaton, target_vocab
-from racer_bench.config.paths import cache_dir
-
-
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--corpus", default="stdlib", help="stdlib | a file or folder")
-    parser.add_argument(
-        "--tokenizer", required=True, help="byte | model config name | tokenizer folder | hub id"
-    )
-    parser.add_argument(
-        "--cache-dir",
-        default=cache_dir(),
-        help="racer_bench cache (models/ and sam/ live here)",
-    )
-    parser.add_argument("--max-tokens", type=int, default=500_000, help="size cap in tokens")
-    parser.add_argument("--vocab-size", type=int, default=None, help="default: the model's")
-    parser.add_argument("--out", default=None, help="output .npz (default: the cache path)")
-    return parser.parse_args(argv)
+from methods.datastore import corpus_build, corpus_parser
+from methods.sam_corpus import AUTOMATON_FOLDER, build_corpus_automaton
 
 
 def main(argv: list[str] | None = None) -> Path:
-    args = parse_args(argv)
-    models_dir = Path(args.cache_dir).expanduser() / "models"
+    parser = corpus_parser((__doc__ or "").splitlines()[0], AUTOMATON_FOLDER, 500_000)
+    args = parser.parse_args(argv)
     start = time.perf_counter()
-    tokenizer = load_tokenizer(args.tokenizer, args.vocab_size or 0, models_dir)
-    vocab = args.vocab_size or target_vocab(args.tokenizer, tokenizer, models_dir)
-    out = Path(args.out) if args.out else corpus_cache_path(
-        args.cache_dir, AUTOMATON_FOLDER, args.corpus, args.tokenizer, vocab, args.max_tokens
-    )  # fmt: skip
-    meta = {"tokenizer": tokenizer_id(args.tokenizer, vocab, models_dir)}
-    sam = build_corpus_automaton(args.corpus, tokenizer, vocab, args.max_tokens, meta)
-    sam.save(out)
+    job = corpus_build(args, AUTOMATON_FOLDER)
+    sam = build_corpus_automaton(args.corpus, job.tokenizer, job.vocab, args.max_tokens, job.meta)
+    sam.save(job.out)
     seconds = time.perf_counter() - start
-    print(f"{out}: {sam.meta['n_tokens']:,} tokens, {len(sam):,} states in {seconds:.1f} s")
-    return out
+    print(f"{job.out}: {sam.meta['n_tokens']:,} tokens, {len(sam):,} states in {seconds:.1f} s")
+    return job.out
 
 
 if __name__ == "__main__":

@@ -174,6 +174,25 @@ def _task_axes(fig: Figure, tasks: Sequence[str]) -> list[Axes]:
     return list(axes)
 
 
+def _task_panels(
+    df: pd.DataFrame,
+    draw: Callable[[Axes, str], None],
+    ylabel: str,
+    title: str,
+    runs_df: pd.DataFrame | None,
+) -> Figure:
+    """One panel per task of ``df`` (``draw(ax, task)`` fills each), the y label on the first,
+    the legend from the panel with the most entries."""
+    tasks = list(dict.fromkeys(df["task"]))
+    fig = Figure(figsize=(WIDTH, 3.4))
+    axes = _task_axes(fig, tasks)
+    for ax, task in zip(axes, tasks, strict=True):
+        draw(ax, task)
+    axes[0].set_ylabel(ylabel)
+    legend_ax = max(axes, key=lambda a: len(a.get_legend_handles_labels()[1]))
+    return _finish(fig, title, runs_df if runs_df is not None else df, legend_ax)
+
+
 def pool_tail(hist_df: pd.DataFrame, cap: int) -> pd.DataFrame:
     """Accepted counts >= ``cap`` pooled into one ``"<cap>+"`` bin; counts become strings."""
     capped = hist_df["n_accepted"].map(lambda n: f"{cap}+" if n >= cap else str(n))
@@ -190,21 +209,18 @@ def accept_hist(hist_df: pd.DataFrame, runs_df: pd.DataFrame | None = None) -> F
     """
     if hist_df.empty:
         raise ValueError("no steps to histogram")
-    tasks = list(dict.fromkeys(hist_df["task"]))
-    fig = Figure(figsize=(WIDTH, 3.4))
-    axes = _task_axes(fig, tasks)
-    for ax, task in zip(axes, tasks, strict=True):
+    longest = int(hist_df["n_accepted"].max())  # same bins in every panel
+    counts = [str(c) for c in range(min(longest + 1, HIST_CAP))]
+    counts += [f"{HIST_CAP}+"] if longest >= HIST_CAP else []
+
+    def draw(ax: Axes, task: str) -> None:
         df = pool_tail(hist_df[hist_df["task"] == task], HIST_CAP)
-        longest = int(hist_df["n_accepted"].max())  # same bins in every panel
-        counts = [str(c) for c in range(min(longest + 1, HIST_CAP))]
-        counts += [f"{HIST_CAP}+"] if longest >= HIST_CAP else []
         grouped_bars(ax, df, "n_accepted", "share", counts, scale=100)
         ax.set_xticklabels(counts, rotation=0)
         ax.set_xlabel("accepted draft tokens per step")
-    axes[0].set_ylabel("share of steps (%)")
-    legend_ax = max(axes, key=lambda a: len(a.get_legend_handles_labels()[1]))
+
     title = "Accepted length per verification step (bonus token excluded)"
-    return _finish(fig, title, runs_df if runs_df is not None else hist_df, legend_ax)
+    return _task_panels(hist_df, draw, "share of steps (%)", title, runs_df)
 
 
 def retrieval_bars(runs_df: pd.DataFrame) -> Figure:
@@ -242,22 +258,20 @@ def rank_distribution(ranks_df: pd.DataFrame, runs_df: pd.DataFrame | None = Non
     """
     if ranks_df.empty:
         raise ValueError("no run records accepted ranks (Draft.rank)")
-    tasks = list(dict.fromkeys(ranks_df["task"]))
-    fig = Figure(figsize=(WIDTH, 3.4))
-    axes = _task_axes(fig, tasks)
     df = ranks_df.assign(label=[f"{lab} (MAT {m:.2f})" for lab, m in
                                 zip(ranks_df["label"], ranks_df["mat"], strict=True)])  # fmt: skip
-    for ax, task in zip(axes, tasks, strict=True):
+
+    def draw(ax: Axes, task: str) -> None:
         sub = df[df["task"] == task]
         ranks = [str(r) for r in range(int(sub["rank"].max()) + 1)]
         grouped_bars(ax, sub.assign(rank=sub["rank"].astype(str)), "rank", "share", ranks, 100)
         step = max(1, len(ranks) // 16)  # keep tick labels readable for long top-k lists
         ax.set_xticks(range(0, len(ranks), step), ranks[::step], rotation=0)
         ax.set_xlabel("rank in the reused top-k list (0 = top-1)")
-    axes[0].set_ylabel("share of accepted logits-tree nodes (%)")
-    legend_ax = max(axes, key=lambda a: len(a.get_legend_handles_labels()[1]))
+
     title = "Which top-k candidates get accepted: copy-logit vs last-logit"
-    return _finish(fig, title, runs_df if runs_df is not None else ranks_df, legend_ax)
+    ylabel = "share of accepted logits-tree nodes (%)"
+    return _task_panels(df, draw, ylabel, title, runs_df if runs_df is not None else ranks_df)
 
 
 def capacity_curves(runs_df: pd.DataFrame) -> Figure:
