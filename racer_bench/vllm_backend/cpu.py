@@ -14,7 +14,12 @@
 Our default, ``usable``, binds every core this process may run on (its affinity, one logical
 CPU per physical core, as vLLM's ``auto`` and torch's default thread count do): the native loop
 runs its model on all cores, with the Python driver on them too, and the two engines compare
-only on equal cores. ``reserved_cpus`` then holds back that many cores ourselves (the last
+only on equal cores. The cost: vLLM's engine-core process waits for each forward's result by
+spinning on shared memory (``sched_yield``, for up to a second after its last read), so on a
+machine without a spare core it shares one with an OpenMP thread; that is why vLLM holds a core
+back. Whether every core beside that spinner beats one core fewer is a measurement: compare
+``threads_bind=usable`` with ``threads_bind=auto`` (or ``reserved_cpus=1``) on the machine.
+With ``usable``, ``reserved_cpus`` holds back that many cores ourselves (the last
 ones), e.g. ``reserved_cpus=1`` to reproduce vLLM's own choice through an explicit list, and
 ``VLLM_CPU_NUM_OF_RESERVED_CPU`` is left unset. With ``auto`` or ``nobind``, ``reserved_cpus``
 is handed to vLLM as that variable (None: vLLM's default).
