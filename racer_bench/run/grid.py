@@ -32,7 +32,7 @@ from racer_bench.run import runlock
 from racer_bench.run.config import validate
 from racer_bench.run.prompt import decode_steps, run_prompt, safe_run_prompt
 from racer_bench.run.resume import differing_keys
-from racer_bench.run.runner import finalize, run_manifest
+from racer_bench.run.runner import finalize, native_manifest
 from racer_bench.run.setup import Mode, Setup, build
 from racer_bench.run.threads import prompt_threads, run_load, thread_governor
 from racer_bench.system import hardware
@@ -117,7 +117,7 @@ def _run_grid(
     shared, views, choices = build_grid(base, points, dirs)
     for index, (run_dir, view, point) in enumerate(zip(dirs, views, points, strict=True)):
         if not (run_dir / R.MANIFEST_FILE).exists():
-            R.write_json(run_dir / R.MANIFEST_FILE, run_manifest(view, choices[index]))
+            R.write_json(run_dir / R.MANIFEST_FILE, native_manifest(view, choices[index]))
             (run_dir / ".hydra").mkdir(exist_ok=True)
             overrides = [*base, *point, f"grid_point={index}"]
             (run_dir / ".hydra" / "overrides.yaml").write_text(yaml.safe_dump(overrides))

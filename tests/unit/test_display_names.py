@@ -49,10 +49,15 @@ def method_names() -> set[str]:
 
 
 def test_no_analysis_module_names_a_method() -> None:
+    """The results side shows methods by their YAML's display keys. Only the paper tables
+    (``analysis/tables/``) name methods: they regenerate the papers' tables, whose rows and
+    reported columns are those papers' methods (RACER's ablation, LogitSpec's table)."""
     methods = method_names()
+    analysis = REPO / "racer_bench" / "analysis"
     found = [
         f"{path.relative_to(REPO)}:{node.lineno}: {node.value!r}"
-        for path in sorted((REPO / "racer_bench" / "analysis").rglob("*.py"))
+        for path in sorted(analysis.rglob("*.py"))
+        if not path.is_relative_to(analysis / "tables")
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
         if isinstance(node, ast.Constant) and node.value in methods
     ]

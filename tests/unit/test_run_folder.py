@@ -82,7 +82,7 @@ def test_ctrl_c_during_an_append_lands_after_the_line(tmp_path, monkeypatch):
 
 def test_one_writer_per_run_folder(tmp_path):
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys, time\nfrom racer_bench import runlock\n"
+        [sys.executable, "-c", "import sys, time\nfrom racer_bench.run import runlock\n"
          "with runlock.hold(sys.argv[1]):\n    print('held', flush=True)\n    time.sleep(120)",
          str(tmp_path)],
         cwd=REPO, stdout=subprocess.PIPE, text=True,
