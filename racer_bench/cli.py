@@ -15,13 +15,13 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
-from racer_bench.analysis import records as R
+from racer_bench.analysis import records
 from racer_bench.analysis.report import print_batch_summary, print_summary
 from racer_bench.config.paths import CONF_DIR
 from racer_bench.errors import ConfigError, RunStopped, find_config_error
 from racer_bench.run import runlock
 from racer_bench.run.runner import run
-from racer_bench.vllm_backend.run import run as run_vllm
+from racer_bench.vllm_backend.offline import run as run_vllm
 
 GROUPS = ("backend", "model", "method", "verifier", "scheduler", "task", "logger", "experiment",
           "sweep", "debug")  # fmt: skip
@@ -61,12 +61,12 @@ def preflight(argv: list[str]) -> list[str]:
     if resume in (None, "null", ""):
         if run_dir:
             runlock.check_free(Path(run_dir))
-        if run_dir and (Path(run_dir) / R.MANIFEST_FILE).exists():
+        if run_dir and (Path(run_dir) / records.MANIFEST_FILE).exists():
             raise ConfigError(f"hydra.run.dir={run_dir} already holds a run; continue it with "
                               f"resume={run_dir} or write to another folder")  # fmt: skip
         return argv
-    if not (Path(resume) / R.MANIFEST_FILE).exists():
-        raise ConfigError(f"resume={resume}: not a run folder (no {R.MANIFEST_FILE})")
+    if not (Path(resume) / records.MANIFEST_FILE).exists():
+        raise ConfigError(f"resume={resume}: not a run folder (no {records.MANIFEST_FILE})")
     runlock.check_free(Path(resume))
     extra = ["hydra.output_subdir=null"] + ([] if run_dir else [f"hydra.run.dir={resume}"])
     return [*saved_choices(Path(resume), values), *argv, *extra]
@@ -78,7 +78,7 @@ def saved_choices(run_dir: Path, given: dict[str, str]) -> list[str]:
     resume check instead of failing on the default method, which has no capacity). Groups
     with a global package (experiment, sweep, debug, local) would re-apply whole settings
     (even a multirun), so they are left out."""
-    choices = R.read_json(run_dir / R.MANIFEST_FILE).get("choices") or {}
+    choices = records.read_json(run_dir / records.MANIFEST_FILE).get("choices") or {}
     skip = {"experiment", "sweep", "debug", "local", "paths"}
     return [f"{group}={option}" for group, option in choices.items()
             if option and group not in skip and not group.startswith("hydra")

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
-from racer_bench.analysis import records as R
+from racer_bench.analysis import records
 from racer_bench.analysis.curation import curate
 from racer_bench.config.paths import CONF_DIR, REPO_ROOT
 from racer_bench.system import hardware
@@ -73,9 +73,11 @@ def cells_of(table: str, conf_dir: Path = CONF_DIR) -> list[Cell]:
 
 def state_of(run_dir: Path) -> str:
     """``done``, ``partial`` (a manifest, not finished) or ``new``."""
-    if (run_dir / R.SUMMARY_FILE).exists() and not (run_dir / R.INCOMPLETE_FILE).exists():
+    if (run_dir / records.SUMMARY_FILE).exists() and not (
+        run_dir / records.INCOMPLETE_FILE
+    ).exists():
         return "done"
-    return "partial" if (run_dir / R.MANIFEST_FILE).exists() else "new"
+    return "partial" if (run_dir / records.MANIFEST_FILE).exists() else "new"
 
 
 def check_machine(run_dirs: Sequence[Path], machine_id: str) -> None:
@@ -83,7 +85,9 @@ def check_machine(run_dirs: Sequence[Path], machine_id: str) -> None:
     for run_dir in run_dirs:
         if state_of(run_dir) == "new":
             continue
-        made_on = (R.read_json(run_dir / R.MANIFEST_FILE).get("hardware") or {}).get("id")
+        made_on = (records.read_json(run_dir / records.MANIFEST_FILE).get("hardware") or {}).get(
+            "id"
+        )
         if made_on != machine_id:
             raise SystemExit(
                 f"error: {run_dir} was made on machine {made_on}, this is {machine_id}; a table "
@@ -94,7 +98,7 @@ def check_machine(run_dirs: Sequence[Path], machine_id: str) -> None:
 def check_clean(repo: Path = REPO_ROOT) -> str:
     """The commit to reproduce from; refuses an uncommitted tree (its records could not be
     traced to code)."""
-    state = R.git_state(repo)
+    state = records.git_state(repo)
     if state["git_sha"] is None:
         raise SystemExit("error: reproduce needs a git checkout (records name the commit)")
     if state["git_dirty"]:

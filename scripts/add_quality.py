@@ -26,7 +26,7 @@ import torch
 from omegaconf import DictConfig, OmegaConf, open_dict
 from tqdm.auto import tqdm
 
-from racer_bench.analysis import records as R
+from racer_bench.analysis import records as run_records
 from racer_bench.analysis.quality import LOGPROB_KEY
 from racer_bench.analysis.resummarize import resummarize
 from racer_bench.config.construct import construct
@@ -44,7 +44,7 @@ def run_config(run_dir: Path) -> DictConfig:
     Curated records name no machine path: every ``<data_dir>`` becomes today's data folder and
     every ``~`` the home folder, wherever the recorded (resolved) config holds them.
     """
-    manifest = R.read_json(run_dir / R.MANIFEST_FILE)
+    manifest = run_records.read_json(run_dir / run_records.MANIFEST_FILE)
     today, _ = compose_run([])
     cfg = OmegaConf.create(_with_paths(manifest["config"], str(today.paths.data_dir)))
     with open_dict(cfg):
@@ -76,7 +76,7 @@ def needs_measures(record: dict[str, Any], force: bool) -> bool:
 
 def rewrite_prompts(run_dir: Path, records: Sequence[dict[str, Any]]) -> None:
     """Replace ``prompts.jsonl`` in one rename, so an interrupted rewrite loses nothing."""
-    path = run_dir / R.PROMPTS_FILE
+    path = run_dir / run_records.PROMPTS_FILE
     partial = path.with_suffix(".jsonl.partial")
     with partial.open("w", encoding="utf-8") as out:
         for record in records:
@@ -86,7 +86,7 @@ def rewrite_prompts(run_dir: Path, records: Sequence[dict[str, Any]]) -> None:
 
 def add_quality(run_dir: Path, force: bool = False) -> int:
     """Measure every prompt of ``run_dir`` that lacks the measures; returns how many."""
-    records = R.load_prompts(run_dir)
+    records = run_records.load_prompts(run_dir)
     todo = [r for r in records if needs_measures(r, force)]
     if todo:
         cfg = run_config(run_dir)
@@ -108,7 +108,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("runs", nargs="+", type=Path, help="run folders (with manifest.json)")
     parser.add_argument("--force", action="store_true", help="recompute measured prompts too")
     args = parser.parse_args(argv)
-    missing = [str(r) for r in args.runs if not (r / R.MANIFEST_FILE).exists()]
+    missing = [str(r) for r in args.runs if not (r / run_records.MANIFEST_FILE).exists()]
     if missing:
         print(f"error: runs: not a run folder (no manifest.json): {', '.join(missing)}",
               file=sys.stderr)  # fmt: skip

@@ -16,7 +16,7 @@ import statistics
 from collections.abc import Sequence
 from pathlib import Path
 
-from racer_bench.analysis import records as R
+from racer_bench.analysis import records
 from racer_bench.analysis.quality import output_tokens, repeated_ngram_share
 from racer_bench.run.paired import STRICT
 
@@ -33,7 +33,7 @@ def stopped_early(record: dict, mode: str) -> bool:
 
 def row(run_dir: Path) -> str:
     """One Markdown row for a paired lossy run."""
-    done = [r for r in R.load_prompts(run_dir) if r.get("status") == "ok" and STRICT in r]
+    done = [r for r in records.load_prompts(run_dir) if r.get("status") == "ok" and STRICT in r]
     if not done:
         return f"| {run_dir} | 0 | – | – | – |"
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from racer_bench.analysis import frames as F
+from racer_bench.analysis import frames
 from racer_bench.analysis.tables.cells import num
 from racer_bench.analysis.tables.context import mixing_note, setting_text
 from racer_bench.analysis.tables.render import Table, to_markdown
@@ -86,12 +86,12 @@ def sweep_table(df: pd.DataFrame, sort: str | None = None) -> Table:
 def main(argv: Sequence[str] | None = None) -> pd.DataFrame:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s: %(message)s")
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    F.add_cli_args(parser)
+    frames.add_cli_args(parser)
     parser.add_argument("--out", type=Path, help=".md or .csv file (default: print Markdown)")
     parser.add_argument("--sort", help="runs-frame column to sort by, descending (default: job)")
     args = parser.parse_args(argv)
     args.all_runs = True  # every job of a sweep is its own configuration
-    df = F.runs_frame(F.load_cli(args))
+    df = frames.runs_frame(frames.load_cli(args))
     if args.out is not None and args.out.suffix == ".csv":
         df.to_csv(args.out, index=False)
         print(f"wrote {args.out} ({len(df)} runs)")

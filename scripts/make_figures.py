@@ -21,13 +21,12 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from racer_bench.analysis import frames as F
-from racer_bench.analysis import plots as P
+from racer_bench.analysis import frames, plots
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    F.add_cli_args(parser)
+    frames.add_cli_args(parser)
     parser.add_argument("--out", type=Path, default=Path("figures"), help="output folder")
     parser.add_argument("--formats", nargs="+", default=["png", "pdf"], help="file formats")
     parser.add_argument("--only", nargs="+", help="figure names to draw (default: all)")
@@ -48,13 +47,13 @@ def record_sources(index: Path, names: list[str], sources: list[str], dpi: int) 
 def main(argv: Sequence[str] | None = None) -> list[Path]:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s: %(message)s")
     args = parse_args(argv)
-    runs = F.load_cli(args)
-    figures = P.all_figures(runs, args.only)
+    runs = frames.load_cli(args)
+    figures = plots.all_figures(runs, args.only)
     if not figures:
         sys.exit("error: no figure can be drawn from these runs")
     written = []
     for name, fig in figures.items():
-        written += P.save_figure(fig, args.out, name, args.formats, args.dpi)
+        written += plots.save_figure(fig, args.out, name, args.formats, args.dpi)
     record_sources(args.out / INDEX, list(figures), [str(p) for p in args.results], args.dpi)
     print(f"{len(runs)} runs -> {args.out}: {', '.join(figures)}")
     return written

@@ -17,14 +17,14 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from racer_bench.analysis import frames as F
+from racer_bench.analysis import frames
 from racer_bench.analysis.tables import Table, build_tables
 from racer_bench.analysis.tables.render import to_latex, to_markdown
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    F.add_cli_args(parser)
+    frames.add_cli_args(parser)
     parser.add_argument("--out", type=Path, help="Markdown file; a .tex twin is written beside it")
     parser.add_argument("--no-paper", action="store_true", help="omit the papers' numbers")
     return parser.parse_args(argv)
@@ -33,7 +33,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> list[Table]:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s: %(message)s")
     args = parse_args(argv)
-    runs = F.load_cli(args, newest=False)  # table_runs keeps the newest within each table
+    runs = frames.load_cli(args, newest=False)  # table_runs keeps the newest within each table
     tables = build_tables(runs, paper=not args.no_paper, newest=not args.all_runs)
     if not tables:
         sys.exit(f"error: no table can be built from {', '.join(map(str, args.results))}")

@@ -20,7 +20,7 @@ from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
 
 from racer_bench.config.paths import CONF_DIR
-from racer_bench.engine import cost as C
+from racer_bench.engine import cost
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -29,13 +29,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--max-size", type=int, default=64, help="largest forward (tokens)")
     parser.add_argument("--reps", type=int, default=7, help="timed repetitions per size")
     parser.add_argument(
-        "--prefix", type=int, default=C.DEFAULT_CONTEXT, help="cached context length (tokens)"
+        "--prefix", type=int, default=cost.DEFAULT_CONTEXT, help="cached context length (tokens)"
     )
     parser.add_argument("--out", type=Path, help="also write the profile here")
     return parser.parse_args(argv)
 
 
-def table(profile: C.CostProfile) -> str:
+def table(profile: cost.CostProfile) -> str:
     """Markdown: size, median ms, raw cost, monotone cost."""
     seconds = profile.meta.get("median_seconds") or [float("nan")] * len(profile.sizes)
     raw = profile.meta.get("raw_costs") or profile.costs
@@ -45,7 +45,7 @@ def table(profile: C.CostProfile) -> str:
     return "\n".join(lines)
 
 
-def main(argv: Sequence[str] | None = None) -> C.CostProfile:
+def main(argv: Sequence[str] | None = None) -> cost.CostProfile:
     args = parse_args(argv)
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         cfg = compose(config_name="config", overrides=list(args.overrides))
@@ -53,9 +53,9 @@ def main(argv: Sequence[str] | None = None) -> C.CostProfile:
         torch.set_num_threads(int(cfg.num_threads))
     target = instantiate(cfg.model)
     target.set_engine(cfg.get("engine", "auto"))
-    profile = C.measure_target(target, args.max_size, args.reps, args.prefix)
+    profile = cost.measure_target(target, args.max_size, args.reps, args.prefix)
     key = profile.meta["key"]
-    path = profile.save(C.cache_path(cfg.paths.cache_dir, key))
+    path = profile.save(cost.cache_path(cfg.paths.cache_dir, key))
     if args.out:
         profile.save(args.out)
     print(f"{key}\n\n{table(profile)}\n\ncached: {path}")

@@ -41,7 +41,7 @@ from typing import Any
 from methods.datastore import config_vocab, load_tokenizer
 from racer_bench.analysis.replay import Native, Replayable
 from racer_bench.analysis.replay_drafters import Options, SuffixSettings
-from racer_bench.analysis.replay_runs import Run, Tally, load_run, print_table, simulate
+from racer_bench.analysis.replay_runs import ReplayTally, Run, load_run, print_table, simulate
 
 
 def suffix_drafter(opts: Options, run: Run) -> Replayable:
@@ -103,7 +103,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def main(argv: list[str] | None = None) -> dict[str, dict[str, Tally]]:
+def main(argv: list[str] | None = None) -> dict[str, dict[str, ReplayTally]]:
     args = parse_args(argv)
     names = [n.strip() for n in args.drafters.split(",") if n.strip()]
     suffix = SuffixSettings(args.max_spec_tokens, args.max_tree_depth, args.max_spec_factor,

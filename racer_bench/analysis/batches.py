@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from racer_bench.analysis import metrics as M
-from racer_bench.analysis import records as R
+from racer_bench.analysis import metrics
+from racer_bench.analysis import records as run_records
 
 
 @dataclass
@@ -47,15 +47,17 @@ def load_runs(vllm_runs: Sequence[Path], native_runs: Sequence[Path]) -> list[Me
         key = str(manifest.get("method"))
         if key in rows:  # per-position acceptance from the records, as for the vLLM runs
             depth = max(len(b.get("acceptance_at_least", [])) for b in rows[key].by_batch.values())
-            records = [r for r in R.load_prompts(run) if r.get("status") == "ok"]
+            records = [r for r in run_records.load_prompts(run) if r.get("status") == "ok"]
             rows[key].native = summary | {
-                "acceptance_at_least": M.acceptance_at_least(records, "method", depth or 5)
+                "acceptance_at_least": metrics.acceptance_at_least(records, "method", depth or 5)
             }
     return list(rows.values())
 
 
 def _read(run: Path) -> tuple[dict[str, Any], dict[str, Any]]:
-    return R.read_json(run / R.MANIFEST_FILE), R.read_json(run / R.SUMMARY_FILE)
+    return run_records.read_json(run / run_records.MANIFEST_FILE), run_records.read_json(
+        run / run_records.SUMMARY_FILE
+    )
 
 
 def batch_key(record: dict[str, Any]) -> tuple[int, int]:
@@ -70,7 +72,7 @@ def timed_batches(records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     for record in records:
         groups.setdefault(batch_key(record), []).append(record)
     return [{"batch": list(key), "n_prompts": len(rs),
-             **{mode: {"turns": [t for r in rs for t in M.turns(r, mode)]}
+             **{mode: {"turns": [t for r in rs for t in metrics.turns(r, mode)]}
                 for mode in ("method", "baseline")}}
             for key, rs in sorted(groups.items())]  # fmt: skip
 
@@ -85,18 +87,18 @@ def batch_block(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
     if not batches:
         return {}
     largest = max(b["n_prompts"] for b in batches)
-    low, high = M.speedup_ci(batches)
+    low, high = metrics.speedup_ci(batches)
     return {"speedup_ci95": [low, high], "speedup_ci95_unit": "batch",
             "n_batches": len(batches),
             "n_full_batches": sum(b["n_prompts"] == largest for b in batches),
             "n_passes": len({b["batch"][0] for b in batches}),
-            "speedup_per_batch": [M.speedup([b]) for b in batches]}  # fmt: skip
+            "speedup_per_batch": [metrics.speedup([b]) for b in batches]}  # fmt: skip
 
 
 def request_mats(records: Sequence[dict[str, Any]]) -> list[float]:
     """Each prompt line's own MAT (committed tokens per verification step of that request), in
     record order; lines without a verification step are left out."""
-    return [m for m in (M.mat([r]) for r in records) if not math.isnan(m)]
+    return [m for m in (metrics.mat([r]) for r in records) if not math.isnan(m)]
 
 
 def batch_sizes(rows: Sequence[MethodSpeeds]) -> list[int]:
@@ -215,9 +217,9 @@ def plot_speedups(rows: Sequence[MethodSpeeds], path: Path) -> Path:
 def ar_agreement(vllm_run: Path, native_run: Path) -> tuple[int, int]:
     """(prompts whose AR output is the same token for token, prompts in both): vLLM's AR at
     batch 1 against our loop's AR. Two engines' float32 kernels may round differently."""
-    native = {r["id"]: _tokens(r, "baseline") for r in R.load_prompts(native_run)}
+    native = {r["id"]: _tokens(r, "baseline") for r in run_records.load_prompts(native_run)}
     same = total = 0
-    for record in R.load_prompts(vllm_run):
+    for record in run_records.load_prompts(vllm_run):
         if record.get("batch_size") != 1 or record.get("prompt_id") not in native:
             continue
         if record.get("repeat", 0):  # a repeated pass asks the same prompt again
@@ -228,4 +230,4 @@ def ar_agreement(vllm_run: Path, native_run: Path) -> tuple[int, int]:
 
 
 def _tokens(record: dict[str, Any], mode: str) -> list[list[int]]:
-    return [t["tokens"] for t in M.turns(record, mode)]
+    return [t["tokens"] for t in metrics.turns(record, mode)]

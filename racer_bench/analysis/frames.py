@@ -24,9 +24,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from racer_bench.analysis import metrics as M
-from racer_bench.analysis import names
-from racer_bench.analysis import quality as Q
+from racer_bench.analysis import metrics, names, quality
 from racer_bench.analysis.labels import (
     NOT_RECORDED_ENGINE,
     NOT_RECORDED_HARDWARE,
@@ -54,7 +52,7 @@ from racer_bench.analysis.runs import (
     load_runs,
 )
 from racer_bench.analysis.summary import score_block, speed_block
-from racer_bench.engine import cost as C
+from racer_bench.engine import cost
 
 __all__ = [  # the loading and labelling names, kept importable from here
     "INCOMPLETE_FILE", "NOT_RECORDED_ENGINE", "NOT_RECORDED_HARDWARE", "IncompatibleRunsError",
@@ -69,9 +67,9 @@ def mat_ci(records: Sequence[dict[str, Any]], mode: str = "method",
     """Bootstrap 95 % interval of :func:`metrics.mat`, resampling prompts."""
     if len(records) < 2:
         return math.nan, math.nan
-    return M.bootstrap_ci(
+    return metrics.bootstrap_ci(
         np.arange(len(records)),
-        lambda idx: M.mat([records[int(i)] for i in idx], mode),
+        lambda idx: metrics.mat([records[int(i)] for i in idx], mode),
         n_resamples=n_resamples,
         seed=seed,
     )
@@ -163,30 +161,30 @@ def prompt_metrics(record: dict[str, Any], metric: str | None) -> dict[str, Any]
     """Per-prompt metrics of one ``ok`` prompt line (metrics.py over a one-prompt run)."""
     rs = [record]
     row: dict[str, Any] = {
-        "n_turns": len(M.turns(record, "method")),
-        "new_tokens": M.new_tokens(record, "method"),
-        "wall_time": M.wall_time(record, "method"),
-        "tokens_per_s": M.tokens_per_s(rs, "method"),
-        "mat": M.mat(rs, "method"),
-        "n_steps": len(M.step_column(record, "method", "n_committed")),
-        "draft_size_mean": M.mean_step_column(rs, "n_draft"),
-        "draft_time_share": M.draft_time_share(rs),
-        "retrieval_hit_rate": M.retrieval_hit_rate(rs),
-        "stop_reason": (M.turns(record, "method") or [{}])[-1].get("stop_reason"),
+        "n_turns": len(metrics.turns(record, "method")),
+        "new_tokens": metrics.new_tokens(record, "method"),
+        "wall_time": metrics.wall_time(record, "method"),
+        "tokens_per_s": metrics.tokens_per_s(rs, "method"),
+        "mat": metrics.mat(rs, "method"),
+        "n_steps": len(metrics.step_column(record, "method", "n_committed")),
+        "draft_size_mean": metrics.mean_step_column(rs, "n_draft"),
+        "draft_time_share": metrics.draft_time_share(rs),
+        "retrieval_hit_rate": metrics.retrieval_hit_rate(rs),
+        "stop_reason": (metrics.turns(record, "method") or [{}])[-1].get("stop_reason"),
     }
     for mode, prefix in (("baseline", "baseline_"), ("strict", "strict_")):
-        if M.turns(record, mode):
-            row[f"{prefix}tokens_per_s"] = M.tokens_per_s(rs, mode)
-            row[f"{prefix}new_tokens"] = M.new_tokens(record, mode)
-    if M.turns(record, "baseline"):
-        row["speedup"] = M.speedup(rs)
-        row["identical"] = M.identical_rate(rs)
-    if M.turns(record, "strict"):
-        row["gain_vs_strict"] = M.speedup(rs, "method", "strict") - 1.0
-        row["strict_identical"] = M.identical_rate(rs, "method", "strict")
-        row["agreement"] = Q.agreement(record)
-        row["logprob_gap"] = Q.logprob_gap(record)
-        row["first_divergence"] = Q.record_first_divergence(record)
+        if metrics.turns(record, mode):
+            row[f"{prefix}tokens_per_s"] = metrics.tokens_per_s(rs, mode)
+            row[f"{prefix}new_tokens"] = metrics.new_tokens(record, mode)
+    if metrics.turns(record, "baseline"):
+        row["speedup"] = metrics.speedup(rs)
+        row["identical"] = metrics.identical_rate(rs)
+    if metrics.turns(record, "strict"):
+        row["gain_vs_strict"] = metrics.speedup(rs, "method", "strict") - 1.0
+        row["strict_identical"] = metrics.identical_rate(rs, "method", "strict")
+        row["agreement"] = quality.agreement(record)
+        row["logprob_gap"] = quality.logprob_gap(record)
+        row["first_divergence"] = quality.record_first_divergence(record)
     if metric:
         for field_name in ("score", "baseline_score", "strict_score"):
             if field_name in record:
@@ -247,7 +245,7 @@ def hist_frame(runs: Sequence[Run]) -> pd.DataFrame:
     """Steps by accepted draft tokens (bonus excluded) per run, with each count's share."""
     rows = []
     for run in runs:
-        hist = M.acceptance_histogram(run.ok)
+        hist = metrics.acceptance_histogram(run.ok)
         total = sum(hist.values())
         for accepted, steps in hist.items():
             rows.append(run_meta(run) | {"n_accepted": accepted, "steps": steps,
@@ -262,7 +260,7 @@ def ranks_frame(runs: Sequence[Run]) -> pd.DataFrame:
     """
     rows = []
     for run in runs:
-        ranks = [k for r in run.ok for step in M.step_column(r, "method", "accepted_ranks")
+        ranks = [k for r in run.ok for step in metrics.step_column(r, "method", "accepted_ranks")
                  for k in step]  # fmt: skip
         if not ranks:
             continue
@@ -283,11 +281,11 @@ def calibration_frame(runs: Sequence[Run]) -> pd.DataFrame:
     """
     rows = []
     for run in runs:
-        table = M.calibration_table(run.ok)
+        table = metrics.calibration_table(run.ok)
         if not table:
             continue
         n_bins = len(table["count"])
-        meta = run_meta(run) | {"calibration_error": M.calibration_error(run.ok)}
+        meta = run_meta(run) | {"calibration_error": metrics.calibration_error(run.ok)}
         for b in range(n_bins):
             count = float(table["count"][b])
             if count == 0:
@@ -300,11 +298,11 @@ def calibration_frame(runs: Sequence[Run]) -> pd.DataFrame:
     return _order(pd.DataFrame(rows))
 
 
-def cost_profile(run: Run) -> C.CostProfile | None:
+def cost_profile(run: Run) -> cost.CostProfile | None:
     """The cost curve a scheduled run used (``cost_profile.json`` named by its manifest)."""
     named = (run.manifest.get("cost_profile") or {}).get("file")
     path = run.path / named if named else None
-    return C.CostProfile.load(path) if path is not None and path.exists() else None
+    return cost.CostProfile.load(path) if path is not None and path.exists() else None
 
 
 def draft_sizes_frame(runs: Sequence[Run]) -> pd.DataFrame:
@@ -321,10 +319,10 @@ def draft_sizes_frame(runs: Sequence[Run]) -> pd.DataFrame:
         profile = cost_profile(run)
         if profile is None:
             continue
-        values, counts = np.unique(M.forward_sizes(run.ok), return_counts=True)
+        values, counts = np.unique(metrics.forward_sizes(run.ok), return_counts=True)
         steps = dict(zip(values.tolist(), counts.tolist(), strict=True))
         total = sum(steps.values()) or 1
-        candidates = M.forward_sizes(run.ok, nodes="n_candidates")
+        candidates = metrics.forward_sizes(run.ok, nodes="n_candidates")
         meta = run_meta(run) | {
             "candidate_forward_mean": float(np.mean(candidates)) if candidates else math.nan
         }

@@ -29,8 +29,7 @@ import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from racer_bench.analysis import frames as F
-from racer_bench.analysis import names
+from racer_bench.analysis import frames, names
 
 SPEC_BENCH_GROUPS = ("multi_turn", "translation", "summarization", "qa", "math_reasoning", "rag")
 PALETTE = ("#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860", "#da8bc3",
@@ -512,24 +511,24 @@ def logit_source_first(ranks_df: pd.DataFrame, runs_df: pd.DataFrame) -> pd.Data
     return ranks_df[chosen] if chosen.any() else ranks_df
 
 
-def all_figures(runs: Sequence[F.Run], only: Sequence[str] | None = None) -> dict[str, Figure]:
+def all_figures(runs: Sequence[frames.Run], only: Sequence[str] | None = None) -> dict[str, Figure]:
     """Every figure (or those named in ``only``) the runs have data for, by file stem.
 
     Figures without data are skipped.
     """
-    runs_df = F.runs_frame(runs)
+    runs_df = frames.runs_frame(runs)
     makers = {
         "speedup_mat": lambda: speedup_mat_bars(runs_df),
-        "categories": lambda: category_bars(F.categories_frame(runs), runs_df),
-        "accept_hist": lambda: accept_hist(F.hist_frame(runs), runs_df),
+        "categories": lambda: category_bars(frames.categories_frame(runs), runs_df),
+        "accept_hist": lambda: accept_hist(frames.hist_frame(runs), runs_df),
         "retrieval": lambda: retrieval_bars(runs_df),
         "accepted_ranks": lambda: rank_distribution(
-            logit_source_first(F.ranks_frame(runs), runs_df), runs_df
+            logit_source_first(frames.ranks_frame(runs), runs_df), runs_df
         ),
         "capacity": lambda: capacity_curves(runs_df),
         "asd_frontier": lambda: asd_frontier(runs_df),
-        "reliability": lambda: reliability_diagram(F.calibration_frame(runs), runs_df),
-        "draft_size_cost": lambda: draft_size_vs_cost(F.draft_sizes_frame(runs), runs_df),
+        "reliability": lambda: reliability_diagram(frames.calibration_frame(runs), runs_df),
+        "draft_size_cost": lambda: draft_size_vs_cost(frames.draft_sizes_frame(runs), runs_df),
     }
     figures = {}
     for name, make in makers.items():

@@ -129,7 +129,7 @@ def load_run(
 
 
 @dataclass
-class Tally:
+class ReplayTally:
     """Steps and committed tokens of one drafter over the measured turns."""
 
     steps: int = 0
@@ -149,15 +149,15 @@ def simulate(
     runs: Sequence[Run], names: Sequence[str], opts: Options,
     project: Mapping[str, ProjectDrafter], warmup: int | None,
     per_prompt: Callable[[str], None] | None = None, agreement: bool = False,
-) -> dict[str, dict[str, Tally]]:  # fmt: skip
+) -> dict[str, dict[str, ReplayTally]]:  # fmt: skip
     """{run name: {drafter: tally}}; each drafter is fresh per run (prompt order kept).
 
     ``project`` makes this project's drafters by name (:func:`make_drafter`); ``warmup``
     None: each run's own ``warmup_prompts``."""
-    out: dict[str, dict[str, Tally]] = {}
+    out: dict[str, dict[str, ReplayTally]] = {}
     for run in runs:
         drafters = {n: make_drafter(n, opts, run, project) for n in names}
-        tallies = {n: Tally() for n in names}
+        tallies = {n: ReplayTally() for n in names}
         agree = AgreementTally(names) if agreement else None
         n_warm = int(run.manifest["config"].get("warmup_prompts", 0)) if warmup is None else warmup
         for k, turn in enumerate(run.turns(n_warm)):
@@ -229,12 +229,12 @@ class AgreementTally:
                   f"{self.same_accept[n]}/{self.positions}")  # fmt: skip
 
 
-def print_table(results: dict[str, dict[str, Tally]], names: Sequence[str]) -> None:
+def print_table(results: dict[str, dict[str, ReplayTally]], names: Sequence[str]) -> None:
     head = "| run | " + " | ".join(f"{n} MAT" for n in names)
     ratios = [f"{names[0]} / {n}" for n in names[1:]]
     print(head + "".join(f" | {r}" for r in ratios) + " |")
     print("|---" * (1 + len(names) + len(ratios)) + "|")
-    total = {n: Tally() for n in names}
+    total = {n: ReplayTally() for n in names}
     for run, tallies in [*results.items(), ("all", total)]:
         if run != "all":
             for n in names:

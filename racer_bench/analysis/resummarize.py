@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from racer_bench.analysis import records as R
+from racer_bench.analysis import records
 from racer_bench.analysis.runs import find_run_dirs, load_run
 
 
@@ -43,7 +43,7 @@ def _same(a: Any, b: Any, rel: float = 1e-9) -> bool:
 
 def stale_keys(run_dir: Path) -> list[str]:
     """Keys of the stored summary that today's metrics compute differently (or add)."""
-    stored = R.read_json(Path(run_dir) / R.SUMMARY_FILE)
+    stored = records.read_json(Path(run_dir) / records.SUMMARY_FILE)
     fresh = recomputed(Path(run_dir))
     return sorted(k for k, v in fresh.items() if k not in stored or not _same(stored[k], v))
 
@@ -52,8 +52,8 @@ def resummarize(run_dir: Path) -> list[str]:
     """Rewrite ``summary.json`` with today's metrics when stale; returns the keys changed."""
     keys = stale_keys(run_dir)
     if keys:
-        path = Path(run_dir) / R.SUMMARY_FILE
-        R.write_json(path, R.read_json(path) | recomputed(Path(run_dir)))
+        path = Path(run_dir) / records.SUMMARY_FILE
+        records.write_json(path, records.read_json(path) | recomputed(Path(run_dir)))
     return keys
 
 
@@ -65,7 +65,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     stale = 0
     for root in args.paths:
         for run_dir in find_run_dirs(root):
-            if not (run_dir / R.SUMMARY_FILE).exists():
+            if not (run_dir / records.SUMMARY_FILE).exists():
                 continue
             keys = stale_keys(run_dir) if args.check else resummarize(run_dir)
             if keys:

@@ -18,8 +18,8 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from racer_bench.analysis import metrics as M
-from racer_bench.analysis import records as R
+from racer_bench.analysis import metrics
+from racer_bench.analysis import records as run_records
 from racer_bench.analysis.summary import summarize, summarize_batches
 from racer_bench.config.construct import constructor_node
 from racer_bench.tasks.base import Prompt, Task
@@ -63,7 +63,7 @@ class Run:
 
     @property
     def has_baseline(self) -> bool:
-        return any(M.turns(r, "baseline") for r in self.ok)
+        return any(metrics.turns(r, "baseline") for r in self.ok)
 
     @cached_property
     def task_object(self) -> Task | None:
@@ -110,8 +110,10 @@ def with_text_agreement(records: list[dict[str, Any]], task: Task | None) -> lis
     blank = Prompt("", "", [])
     out = []
     for r in records:
-        if "agreement" not in r and M.turns(r, "method") and M.turns(r, "strict"):
-            texts, reference = ([t["text"] for t in M.turns(r, m)] for m in ("method", "strict"))
+        if "agreement" not in r and metrics.turns(r, "method") and metrics.turns(r, "strict"):
+            texts, reference = (
+                [t["text"] for t in metrics.turns(r, m)] for m in ("method", "strict")
+            )
             r = r | {"agreement": task.agreement(blank, texts, reference)}
         out.append(r)
     return out
@@ -125,25 +127,25 @@ def task_hooks(task: Task | None, run_dir: Path) -> tuple[str | None, Callable[[
     """
     if task is not None:
         return task.metric, task.report_category
-    summary_path = Path(run_dir) / R.SUMMARY_FILE
-    metric = R.read_json(summary_path).get("metric") if summary_path.exists() else None
+    summary_path = Path(run_dir) / run_records.SUMMARY_FILE
+    metric = run_records.read_json(summary_path).get("metric") if summary_path.exists() else None
     return metric, lambda category: category
 
 
 def find_run_dirs(path: Path | str) -> list[Path]:
     """``path`` itself when it is a run folder, else every run folder below it (sorted)."""
     path = Path(path)
-    if (path / R.MANIFEST_FILE).exists():
+    if (path / run_records.MANIFEST_FILE).exists():
         return [path]
-    return sorted(p.parent for p in path.rglob(R.MANIFEST_FILE) if "wandb" not in p.parts)
+    return sorted(p.parent for p in path.rglob(run_records.MANIFEST_FILE) if "wandb" not in p.parts)
 
 
 def load_run(path: Path | str, run_id: str | None = None) -> Run:
     """One run folder (``manifest.json`` + ``prompts.jsonl``)."""
     path = Path(path)
-    manifest = R.read_json(path / R.MANIFEST_FILE)
+    manifest = run_records.read_json(path / run_records.MANIFEST_FILE)
     incomplete = (path / INCOMPLETE_FILE).exists()
-    return Run(path, manifest, R.load_prompts(path), run_id or path.name, incomplete)
+    return Run(path, manifest, run_records.load_prompts(path), run_id or path.name, incomplete)
 
 
 def load_runs(
@@ -161,7 +163,7 @@ def load_runs(
     roots = [paths] if isinstance(paths, (str, Path)) else list(paths)
     dirs = sorted({d.resolve() for root in roots for d in find_run_dirs(root)})
     if not dirs:
-        raise FileNotFoundError(f"no run folder (with {R.MANIFEST_FILE}) under {roots}")
+        raise FileNotFoundError(f"no run folder (with {run_records.MANIFEST_FILE}) under {roots}")
     common = Path(os.path.commonpath(dirs)) if len(dirs) > 1 else dirs[0].parent
     runs = [load_run(d, d.relative_to(common).as_posix()) for d in dirs]
     skipped = [r.run_id for r in runs if r.incomplete and not include_incomplete]

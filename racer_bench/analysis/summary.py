@@ -8,9 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from racer_bench.analysis import batches as B
-from racer_bench.analysis import metrics as M
-from racer_bench.analysis import quality as Q
+from racer_bench.analysis import batches, metrics, quality
 
 Record = dict[str, Any]
 
@@ -19,29 +17,29 @@ def speed_block(records: Sequence[Record], has_baseline: bool) -> dict[str, Any]
     """Speed and acceptance metrics of the method (and the AR baseline when it ran)."""
     out: dict[str, Any] = {
         "n_prompts": len(records),
-        "new_tokens": sum(M.new_tokens(r, "method") for r in records),
-        "tokens_per_s": M.tokens_per_s(records, "method"),
-        "mat": M.mat(records, "method"),
-        "draft_time_share": M.draft_time_share(records, "method"),
-        "retrieval_hit_rate": M.retrieval_hit_rate(records, "method"),
-        "retrieval_accept_share": M.retrieval_accept_share(records, "method"),
-        "draft_efficiency": M.draft_efficiency(records, "method"),
-        "draft_size_mean": M.mean_step_column(records, "n_draft"),
-        "draft_depth_mean": M.mean_step_column(records, "depth"),
+        "new_tokens": sum(metrics.new_tokens(r, "method") for r in records),
+        "tokens_per_s": metrics.tokens_per_s(records, "method"),
+        "mat": metrics.mat(records, "method"),
+        "draft_time_share": metrics.draft_time_share(records, "method"),
+        "retrieval_hit_rate": metrics.retrieval_hit_rate(records, "method"),
+        "retrieval_accept_share": metrics.retrieval_accept_share(records, "method"),
+        "draft_efficiency": metrics.draft_efficiency(records, "method"),
+        "draft_size_mean": metrics.mean_step_column(records, "n_draft"),
+        "draft_depth_mean": metrics.mean_step_column(records, "depth"),
     }
     if has_baseline:
-        low, high = M.speedup_ci(records)
+        low, high = metrics.speedup_ci(records)
         out |= {
-            "baseline_tokens_per_s": M.tokens_per_s(records, "baseline"),
-            "speedup": M.speedup(records),
+            "baseline_tokens_per_s": metrics.tokens_per_s(records, "baseline"),
+            "speedup": metrics.speedup(records),
             "speedup_ci95": [low, high],
-            "speedup_mean_per_prompt": float(np.mean(M.per_prompt_speedups(records))),
-            "identical": M.identical_rate(records),
+            "speedup_mean_per_prompt": float(np.mean(metrics.per_prompt_speedups(records))),
+            "identical": metrics.identical_rate(records),
         }
-        per_repeat = M.speedup_per_repeat(records)
+        per_repeat = metrics.speedup_per_repeat(records)
         if len(per_repeat) > 1:
             out["speedup_per_repeat"] = per_repeat
-        step = M.mean_step_ms(records, "baseline")
+        step = metrics.mean_step_ms(records, "baseline")
         if step > 0:  # records that time each step (not vLLM's, whose steps carry no time)
             out["ar_step_ms"] = step
     return out | reference_block(records)
@@ -50,13 +48,15 @@ def speed_block(records: Sequence[Record], has_baseline: bool) -> dict[str, Any]
 def reference_block(records: Sequence[Record]) -> dict[str, Any]:
     """transformers ``generate()`` on the same prompts (``reference=generate``; else empty):
     its tok/s and how often its output equals our AR loop's."""
-    timed = [r for r in records if M.turns(r, "reference")]
+    timed = [r for r in records if metrics.turns(r, "reference")]
     if not timed:
         return {}
-    out = {"reference_tokens_per_s": M.tokens_per_s(timed, "reference")}
-    if any(M.turns(r, "baseline") for r in timed):
-        out["reference_identical"] = M.identical_rate(timed, "reference", "baseline")
-        out["ar_vs_reference"] = M.tokens_per_s(timed, "baseline") / out["reference_tokens_per_s"]
+    out = {"reference_tokens_per_s": metrics.tokens_per_s(timed, "reference")}
+    if any(metrics.turns(r, "baseline") for r in timed):
+        out["reference_identical"] = metrics.identical_rate(timed, "reference", "baseline")
+        out["ar_vs_reference"] = (
+            metrics.tokens_per_s(timed, "baseline") / out["reference_tokens_per_s"]
+        )
     return out
 
 
@@ -64,30 +64,30 @@ def score_block(records: Sequence[Record], metric: str | None, has_baseline: boo
     """Task score of the method (and of the baseline) under the task's metric name."""
     if not metric:
         return {}
-    out = {metric: M.mean_score(records, metric)}
+    out = {metric: metrics.mean_score(records, metric)}
     if has_baseline:
-        out[f"baseline_{metric}"] = M.mean_score(records, metric, "baseline_score")
+        out[f"baseline_{metric}"] = metrics.mean_score(records, metric, "baseline_score")
     return out
 
 
 def strict_block(records: Sequence[Record], metric: str | None) -> dict[str, Any]:
     """Lossy verifier vs strict greedy with the same drafter on the same prompts (ASD)."""
-    paired = [r for r in records if M.turns(r, "strict")]
+    paired = [r for r in records if metrics.turns(r, "strict")]
     if not paired:
         return {}
     out: dict[str, Any] = {
-        "strict_tokens_per_s": M.tokens_per_s(paired, "strict"),
-        "strict_mat": M.mat(paired, "strict"),
-        "gain_vs_strict": M.speedup(paired, "method", "strict") - 1.0,
-        "decode_gain_vs_strict": M.decode_tokens_per_s(paired, "method")
-        / M.decode_tokens_per_s(paired, "strict")
+        "strict_tokens_per_s": metrics.tokens_per_s(paired, "strict"),
+        "strict_mat": metrics.mat(paired, "strict"),
+        "gain_vs_strict": metrics.speedup(paired, "method", "strict") - 1.0,
+        "decode_gain_vs_strict": metrics.decode_tokens_per_s(paired, "method")
+        / metrics.decode_tokens_per_s(paired, "strict")
         - 1.0,
-        "divergence": 1.0 - M.identical_rate(paired, "method", "strict"),
+        "divergence": 1.0 - metrics.identical_rate(paired, "method", "strict"),
         "exceptions_per_prompt": float(
-            np.mean([sum(M.step_column(r, "method", "n_relaxed")) for r in paired])
+            np.mean([sum(metrics.step_column(r, "method", "n_relaxed")) for r in paired])
         ),
         "regret_per_prompt": float(
-            np.mean([sum(M.step_column(r, "method", "regret")) for r in paired])
+            np.mean([sum(metrics.step_column(r, "method", "regret")) for r in paired])
         ),
     }
     if metric:
@@ -96,9 +96,9 @@ def strict_block(records: Sequence[Record], metric: str | None) -> dict[str, Any
             for r in paired
             if metric in (r.get("score") or {}) and metric in (r.get("strict_score") or {})
         ]
-        out[f"strict_{metric}"] = M.mean_score(paired, metric, "strict_score")
+        out[f"strict_{metric}"] = metrics.mean_score(paired, metric, "strict_score")
         out["accuracy_delta"] = float(np.mean(deltas)) if deltas else float("nan")
-        out["accuracy_delta_ci95"] = list(M.bootstrap_ci(deltas))
+        out["accuracy_delta_ci95"] = list(metrics.bootstrap_ci(deltas))
     return out | quality_block(paired)
 
 
@@ -109,7 +109,11 @@ def mean_with_ci(name: str, values: Sequence[float]) -> dict[str, Any]:
     """``name``: the mean over prompts (NaN when none), ``name_ci95``: its bootstrap interval
     over prompts, ``name_n``: how many prompts it covers."""
     mean = float(np.mean(values)) if len(values) else float("nan")
-    return {name: mean, f"{name}_ci95": list(M.bootstrap_ci(values)), f"{name}_n": len(values)}
+    return {
+        name: mean,
+        f"{name}_ci95": list(metrics.bootstrap_ci(values)),
+        f"{name}_n": len(values),
+    }
 
 
 def quality_block(paired: Sequence[Record]) -> dict[str, Any]:
@@ -117,9 +121,9 @@ def quality_block(paired: Sequence[Record]) -> dict[str, Any]:
     answer agreement, target log-likelihood gap (with its per-prompt quantiles), first
     divergence; each with a paired bootstrap 95 % interval. Prompts without a measure (older
     records, tasks without answers) are left out of it; none at all gives NaN."""
-    gaps = Q.measured([Q.logprob_gap(r) for r in paired])
-    regrets = [sum(M.step_column(r, "method", "regret")) for r in paired]
-    out = mean_with_ci("agreement", Q.measured([Q.agreement(r) for r in paired]))
+    gaps = quality.measured([quality.logprob_gap(r) for r in paired])
+    regrets = [sum(metrics.step_column(r, "method", "regret")) for r in paired]
+    out = mean_with_ci("agreement", quality.measured([quality.agreement(r) for r in paired]))
     out |= mean_with_ci("logprob_gap", gaps)
     if gaps:
         levels = np.quantile(gaps, GAP_QUANTILES).tolist()
@@ -127,27 +131,29 @@ def quality_block(paired: Sequence[Record]) -> dict[str, Any]:
             f"p{q * 100:g}": v for q, v in zip(GAP_QUANTILES, levels, strict=True)
         }
         for mode in ("method", "strict"):
-            values = Q.measured([Q.mean_logprob(r, mode) for r in paired])
+            values = quality.measured([quality.mean_logprob(r, mode) for r in paired])
             out[f"{mode}_logprob"] = float(np.mean(values)) if values else float("nan")
-    out |= mean_with_ci("first_divergence", [Q.record_first_divergence(r) for r in paired])
-    out["regret_per_prompt_ci95"] = list(M.bootstrap_ci(regrets))
+    out |= mean_with_ci("first_divergence", [quality.record_first_divergence(r) for r in paired])
+    out["regret_per_prompt_ci95"] = list(metrics.bootstrap_ci(regrets))
     return out
 
 
 def scheduler_block(records: Sequence[Record], mode: str = "method") -> dict[str, Any]:
     """Confidence-scheduler metrics (empty for runs without predictions, e.g. scheduler=fixed)."""
-    if not M.calibration_table(records, mode) and math.isnan(M.predicted_accepted_mean(records)):
+    if not metrics.calibration_table(records, mode) and math.isnan(
+        metrics.predicted_accepted_mean(records)
+    ):
         return {}
     sizes: dict[int, int] = {}
     for r in records:
-        for n in M.step_column(r, mode, "n_draft"):
+        for n in metrics.step_column(r, mode, "n_draft"):
             sizes[int(n)] = sizes.get(int(n), 0) + 1
     return {
-        "candidate_size_mean": M.candidate_size_mean(records, mode),
-        "predicted_accepted_mean": M.predicted_accepted_mean(records, mode),
-        "realised_accepted_mean": M.realised_accepted_mean(records, mode),
-        "calibration_error": M.calibration_error(records, mode),
-        "tokens_per_cost": M.tokens_per_cost(records, mode),
+        "candidate_size_mean": metrics.candidate_size_mean(records, mode),
+        "predicted_accepted_mean": metrics.predicted_accepted_mean(records, mode),
+        "realised_accepted_mean": metrics.realised_accepted_mean(records, mode),
+        "calibration_error": metrics.calibration_error(records, mode),
+        "tokens_per_cost": metrics.tokens_per_cost(records, mode),
         "draft_size_hist": dict(sorted(sizes.items())),
     }
 
@@ -165,7 +171,7 @@ def summarize(
     summary |= score_block(ok, metric, has_baseline)
     summary |= strict_block(ok, metric)
     summary |= scheduler_block(ok)
-    summary["acceptance_hist"] = M.acceptance_histogram(ok)
+    summary["acceptance_hist"] = metrics.acceptance_histogram(ok)
     categories: dict[str, list[Record]] = {}
     for r in ok:
         categories.setdefault(r["category"], []).append(r)
@@ -194,8 +200,8 @@ def summarize_batches(records: Sequence[Record], metric: str | None, depth: int)
         ok = [r for r in rs if r.get("status") == "ok"]
         blocks[b] = (
             summarize(rs, metric, has_baseline=True)
-            | {"acceptance_at_least": M.acceptance_at_least(ok, "method", depth)}
-            | B.batch_block(ok)
+            | {"acceptance_at_least": metrics.acceptance_at_least(ok, "method", depth)}
+            | batches.batch_block(ok)
             | batch_acceptance(ok)
         )
     if not blocks:
@@ -211,7 +217,7 @@ def batch_acceptance(records: Sequence[Record]) -> dict[str, Any]:
     its interval over requests and their quantiles, beside the pooled ``mat`` (every step of
     every request counted once, so a request weighs by its steps): where the two part, a few
     requests carry the pooled mean."""
-    mats = B.request_mats(records)
+    mats = batches.request_mats(records)
     out = mean_with_ci("mat_per_request", mats)
     if mats:
         levels = np.quantile(mats, REQUEST_QUANTILES).tolist()

@@ -27,7 +27,7 @@ from urllib.parse import urlparse
 
 from omegaconf import DictConfig, OmegaConf
 
-from racer_bench.analysis import records as R
+from racer_bench.analysis import records
 from racer_bench.errors import ConfigError
 
 log = logging.getLogger(__name__)
@@ -177,8 +177,8 @@ def start(cfg: DictConfig, run_dir: Path, choices: dict[str, str]) -> Tracker:
 def init_kwargs(cfg: DictConfig, run_dir: Path, choices: dict[str, str], mode: str) -> dict:
     """Arguments of ``wandb.init``: names, tags, the resolved config and the manifest."""
     logger = cfg.logger
-    manifest_path = run_dir / R.MANIFEST_FILE
-    manifest = R.read_json(manifest_path) if manifest_path.exists() else {}
+    manifest_path = run_dir / records.MANIFEST_FILE
+    manifest = records.read_json(manifest_path) if manifest_path.exists() else {}
     method, task = choices.get("method", "method"), choices.get("task", "task")
     lossy = manifest.get("lossless") is False
     tags = [*(logger.get("tags") or []), method, task, choices.get("verifier"),

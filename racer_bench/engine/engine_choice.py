@@ -24,7 +24,7 @@ from typing import Any
 
 import torch
 
-from racer_bench.engine import cost as C
+from racer_bench.engine import cost
 from racer_bench.engine.small_gemm import source_digest
 from racer_bench.system import hardware
 
@@ -43,7 +43,7 @@ Builder = Callable[[str], Any]  # dtype name -> a fresh target on the eager engi
 
 def engine_timings(target: Any, reps: int = 5, tree_tokens: int = TREE_TOKENS) -> dict[str, float]:
     """Median seconds of a 1-token (AR) and a ``tree_tokens``-token forward, after warm-up."""
-    time_forward = C.target_timer(target, CONTEXT)
+    time_forward = cost.target_timer(target, CONTEXT)
     for _ in range(2):
         time_forward(1), time_forward(tree_tokens)
     ar = [time_forward(1) for _ in range(reps)]

@@ -16,8 +16,8 @@ import torch
 from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
 
-from racer_bench.analysis import metrics as M
-from racer_bench.analysis import records as R
+from racer_bench.analysis import metrics
+from racer_bench.analysis import records as run_records
 from racer_bench.config.construct import constructor_node
 from racer_bench.config.paths import CONF_DIR, REPO_ROOT
 from racer_bench.engine.decode import LoopOptions, generate
@@ -36,10 +36,10 @@ MODE = "method"  # the mode a contender's prompts are recorded under for analysi
 
 
 @dataclass
-class Tally:
+class ContenderTally:
     """Per-contender prompts, as records that :mod:`racer_bench.analysis.metrics` measures."""
 
-    records: list[M.Record] = field(default_factory=list)
+    records: list[metrics.Record] = field(default_factory=list)
     outputs: list[list[int]] = field(default_factory=list)
 
     def add(self, tokens: list[int], seconds: float, steps: Sequence[Any]) -> None:
@@ -49,32 +49,32 @@ class Tally:
 
     @property
     def tokens(self) -> int:
-        return sum(M.new_tokens(r, MODE) for r in self.records)
+        return sum(metrics.new_tokens(r, MODE) for r in self.records)
 
     @property
     def seconds(self) -> float:
-        return sum(M.wall_time(r, MODE) for r in self.records)
+        return sum(metrics.wall_time(r, MODE) for r in self.records)
 
     @property
     def steps(self) -> int:
-        return sum(len(M.step_column(r, MODE, "n_committed")) for r in self.records)
+        return sum(len(metrics.step_column(r, MODE, "n_committed")) for r in self.records)
 
     @property
     def tokens_per_s(self) -> float:
-        return M.tokens_per_s(self.records, MODE)
+        return metrics.tokens_per_s(self.records, MODE)
 
     @property
     def mat(self) -> float:
-        return M.mat(self.records, MODE)
+        return metrics.mat(self.records, MODE)
 
     @property
     def retrieval_hit_rate(self) -> float:
-        return M.retrieval_hit_rate(self.records, MODE)
+        return metrics.retrieval_hit_rate(self.records, MODE)
 
     @property
     def draft_share(self) -> float:
         """Drafting + update time / wall time; NaN for a contender without decode steps."""
-        return M.draft_time_share(self.records, MODE) if self.steps else float("nan")
+        return metrics.draft_time_share(self.records, MODE) if self.steps else float("nan")
 
 
 def turn(tokens: list[int], seconds: float, steps: Sequence[Any]) -> dict[str, Any]:
@@ -85,7 +85,7 @@ def turn(tokens: list[int], seconds: float, steps: Sequence[Any]) -> dict[str, A
         "t_update": [s.t_update for s in steps],
         "has_retrieval": [int(s.has_retrieval) for s in steps],
     }
-    return R.turn_record(tokens, "", None, decode_time=seconds, steps=columns)
+    return run_records.turn_record(tokens, "", None, decode_time=seconds, steps=columns)
 
 
 Runner = Callable[[list[int]], tuple[list[int], float, list[Any]]]
@@ -147,15 +147,15 @@ def interleave(
     runners: dict[str, Runner],
     prompts: Sequence[list[int]],
     progress: bool = True,
-    on_prompt: Callable[[dict[str, Tally], int], None] | None = None,
-) -> dict[str, Tally]:
+    on_prompt: Callable[[dict[str, ContenderTally], int], None] | None = None,
+) -> dict[str, ContenderTally]:
     """Run every contender on every prompt, rotating the order; return the totals.
 
     ``on_prompt(tallies, n_done)`` runs after each prompt (e.g. to save a partial table).
     """
     from tqdm.auto import tqdm
 
-    tallies = {name: Tally() for name in runners}
+    tallies = {name: ContenderTally() for name in runners}
     names = list(runners)
     for index, ids in enumerate(tqdm(prompts, disable=not progress, unit="prompt")):
         shift = index % len(names)
@@ -166,7 +166,7 @@ def interleave(
     return tallies
 
 
-def identical_count(tally: Tally, reference: Tally) -> int:
+def identical_count(tally: ContenderTally, reference: ContenderTally) -> int:
     """Prompts whose output equals the reference's, token for token."""
     return sum(a == b for a, b in zip(tally.outputs, reference.outputs, strict=True))
 
@@ -177,7 +177,7 @@ def humaneval_prompts(target: HFTarget, limit: int, style: str = "chat") -> list
     return [task.render(p, 0, [], target.tokenizer) for p in task.load()]
 
 
-def markdown_table(tallies: dict[str, Tally], base: str, reference: str) -> str:
+def markdown_table(tallies: dict[str, ContenderTally], base: str, reference: str) -> str:
     """Speed, speedup over ``base``, MAT, retrieval hit rate, draft share, identical outputs."""
     n = len(tallies[base].outputs)
     lines = [
@@ -195,7 +195,7 @@ def markdown_table(tallies: dict[str, Tally], base: str, reference: str) -> str:
     return "\n".join(lines).replace("nan%", "-").replace("nan", "-")
 
 
-def totals(tallies: dict[str, Tally]) -> dict[str, dict[str, Any]]:
+def totals(tallies: dict[str, ContenderTally]) -> dict[str, dict[str, Any]]:
     """Per-contender tokens, seconds, MAT and steps (JSON-ready)."""
     return {
         name: {"tokens": t.tokens, "seconds": t.seconds, "mat": t.mat, "steps": t.steps}
@@ -210,11 +210,11 @@ def code_state() -> dict[str, Any]:
     Bench scripts write their tables into tracked files (docs/bench/) as they go, so the state
     read after the first write would call every such record dirty: they call this before.
     """
-    return R.git_state(REPO_ROOT)
+    return run_records.git_state(REPO_ROOT)
 
 
 def bench_record(
-    tallies: dict[str, Tally],
+    tallies: dict[str, ContenderTally],
     load: dict[str, Any] | None,
     engine: str | None = None,
     **settings: Any,

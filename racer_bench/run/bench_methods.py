@@ -24,8 +24,8 @@ from racer_bench.engine.drafter import Drafter, NullDrafter
 from racer_bench.engine.scheduler import Scheduler
 from racer_bench.engine.target import HFTarget
 from racer_bench.run.bench import (
+    ContenderTally,
     Runner,
-    Tally,
     bench_record,
     hf_runner,
     loop_runner,
@@ -82,7 +82,7 @@ def contender_runners(
     return runners
 
 
-def ratio_lines(tallies: dict[str, Tally], methods: list[str]) -> list[str]:
+def ratio_lines(tallies: dict[str, ContenderTally], methods: list[str]) -> list[str]:
     """Throughput ratios against the outside references that ran."""
     speed = {name: t.tokens_per_s for name, t in tallies.items()}
     lines = []
@@ -116,11 +116,11 @@ class Report:
     start: float = field(default_factory=time.time)
     meter: LoadMeter = field(default_factory=lambda: LoadMeter().start())
 
-    def load(self, tallies: dict[str, Tally]) -> dict:
+    def load(self, tallies: dict[str, ContenderTally]) -> dict:
         """The machine's load since the timed part began (every contender's steps)."""
         return self.meter.stop(sum(t.steps for t in tallies.values()))
 
-    def render(self, tallies: dict[str, Tally], done: int) -> str:
+    def render(self, tallies: dict[str, ContenderTally], done: int) -> str:
         """Settings, machine and load, the table and the ratios to the references."""
         header = (
             f"smollm2_135m, greedy, HumanEval first {done} ({self.prompt_style} prompts), "
@@ -132,7 +132,7 @@ class Report:
         lines = ratio_lines(tallies, self.methods)
         return "\n".join([header, setting_line(self.load(tallies)), "", table, "", *lines])
 
-    def save(self, tallies: dict[str, Tally], done: int) -> None:
+    def save(self, tallies: dict[str, ContenderTally], done: int) -> None:
         """The table so far and the totals (nothing without ``out``)."""
         if not self.out:
             return

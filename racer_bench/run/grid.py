@@ -23,7 +23,7 @@ from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig, OmegaConf, open_dict
 from tqdm.auto import tqdm
 
-from racer_bench.analysis import records as R
+from racer_bench.analysis import records
 from racer_bench.config.construct import construct
 from racer_bench.config.paths import CONF_DIR
 from racer_bench.engine.verify import GreedyVerifier
@@ -65,8 +65,8 @@ def build_grid(
     configs = [compose_run([*base, "baseline=none", *p]) for p in points]
     for (cfg, _), run_dir in zip(configs, dirs or [None] * len(configs), strict=True):
         validate(cfg)
-        if run_dir is not None and (run_dir / R.MANIFEST_FILE).exists():
-            saved = R.read_json(run_dir / R.MANIFEST_FILE)["config"]
+        if run_dir is not None and (run_dir / records.MANIFEST_FILE).exists():
+            saved = records.read_json(run_dir / records.MANIFEST_FILE)["config"]
             changed = differing_keys(saved, OmegaConf.to_container(cfg, resolve=True))
             if changed:
                 keys = ", ".join(changed)
@@ -107,7 +107,7 @@ def run_grid(
         for run_dir in dirs:
             run_dir.mkdir(parents=True, exist_ok=True)
             held.enter_context(runlock.hold(run_dir))
-            R.drop_torn_tail(run_dir)  # a killed earlier attempt may have torn its last line
+            records.drop_torn_tail(run_dir)  # a killed earlier attempt may have torn its last line
         return _run_grid(base, points, dirs)
 
 
@@ -116,12 +116,14 @@ def _run_grid(
 ) -> list[dict[str, Any]]:
     shared, views, choices = build_grid(base, points, dirs)
     for index, (run_dir, view, point) in enumerate(zip(dirs, views, points, strict=True)):
-        if not (run_dir / R.MANIFEST_FILE).exists():
-            R.write_json(run_dir / R.MANIFEST_FILE, native_manifest(view, choices[index]))
+        if not (run_dir / records.MANIFEST_FILE).exists():
+            records.write_json(
+                run_dir / records.MANIFEST_FILE, native_manifest(view, choices[index])
+            )
             (run_dir / ".hydra").mkdir(exist_ok=True)
             overrides = [*base, *point, f"grid_point={index}"]
             (run_dir / ".hydra" / "overrides.yaml").write_text(yaml.safe_dump(overrides))
-    done = set.intersection(*(R.finished_ids(d) for d in dirs))
+    done = set.intersection(*(records.finished_ids(d) for d in dirs))
     prompts = shared.task.load()
     todo = [(i, p) for i, p in enumerate(prompts) if p.id not in done]
     for index in range(min(shared.cfg.warmup_prompts, len(prompts)) if todo else 0):
@@ -132,6 +134,6 @@ def _run_grid(
         record = safe_run_prompt(shared, prompt, index) | {"threads": threads}
         steps += decode_steps(record)
         for point, run_dir in enumerate(dirs):
-            R.append_prompt(run_dir, split_record(record, point))
+            records.append_prompt(run_dir, split_record(record, point))
     load = run_load(meter, steps, governor) if todo else None
     return [finalize(view, run_dir, load=load) for view, run_dir in zip(views, dirs, strict=True)]

@@ -9,7 +9,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from racer_bench.analysis import records as R
+from racer_bench.analysis import records
 from racer_bench.config.paths import REPO_ROOT
 from racer_bench.tasks.base import Task
 
@@ -45,4 +45,4 @@ def run_manifest(
     fields |= backend_fields
     fields["started"] = time.strftime("%Y-%m-%dT%H:%M:%S")
     fields["config"] = OmegaConf.to_container(cfg, resolve=True)
-    return R.manifest(fields, REPO_ROOT)
+    return records.manifest(fields, REPO_ROOT)

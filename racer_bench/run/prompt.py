@@ -9,7 +9,7 @@ from typing import Any
 
 import torch
 
-from racer_bench.analysis import records as R
+from racer_bench.analysis import records
 from racer_bench.engine.decode import generate
 from racer_bench.engine.stopping import StopRule
 from racer_bench.errors import ConfigError
@@ -30,7 +30,7 @@ def generate_turns(setup: Setup, mode: Mode, prompt: Prompt, seed: int) -> list[
     def answer(ids: list[int]) -> dict[str, Any]:
         result = generate(target, mode.drafter, mode.verifier, ids, stop, rng, setup.options,
                           scheduler=mode.scheduler)  # fmt: skip
-        return R.generation_record(result)
+        return records.generation_record(result)
 
     return conversation(prompt, setup.task, target.tokenizer, answer)
 
@@ -76,7 +76,7 @@ def run_prompt(setup: Setup, prompt: Prompt, index: int, repeat: int = 0) -> dic
 def prompt_head(prompt: Prompt, index: int, repeat: int) -> dict[str, Any]:
     """The keys every prompt line starts with; a repeat after the first has its own id
     (:func:`racer_bench.analysis.records.repeat_id`) and says which repeat it is."""
-    head: dict[str, Any] = {"id": R.repeat_id(prompt.id, repeat), "category": prompt.category,
+    head: dict[str, Any] = {"id": records.repeat_id(prompt.id, repeat), "category": prompt.category,
                             "index": index}  # fmt: skip
     return head | {"repeat": repeat} if repeat else head
 

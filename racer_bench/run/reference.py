@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from racer_bench.analysis import records as R
+from racer_bench.analysis import records
 from racer_bench.engine.stopping import StopRule
 from racer_bench.engine.target import HFTarget
 from racer_bench.tasks.base import Prompt, Task
@@ -69,6 +69,6 @@ def reference_turns(
     def answer(ids: list[int]) -> dict[str, Any]:
         tokens, seconds = hf_generate(target, ids, max_new_tokens, task.stop_strings)
         text = stop.clean_text(target.tokenizer.decode(tokens, skip_special_tokens=True))
-        return R.turn_record(tokens, text, "generate", wall_time=seconds)
+        return records.turn_record(tokens, text, "generate", wall_time=seconds)
 
     return conversation(prompt, task, target.tokenizer, answer)

@@ -20,7 +20,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from racer_bench.analysis import records as R
+from racer_bench.analysis import records
 from racer_bench.config.paths import CONF_DIR, REPO_ROOT
 from racer_bench.engine.scheduler_settings import upgrade
 from racer_bench.errors import ConfigError
@@ -48,7 +48,9 @@ class Resumed:
 
 def is_finished(run_dir: Path) -> bool:
     """A run that wrote its summary and is not marked INCOMPLETE."""
-    return (run_dir / R.SUMMARY_FILE).exists() and not (run_dir / R.INCOMPLETE_FILE).exists()
+    return (run_dir / records.SUMMARY_FILE).exists() and not (
+        run_dir / records.INCOMPLETE_FILE
+    ).exists()
 
 
 def restore(
@@ -62,9 +64,9 @@ def restore(
         chosen: this invocation's group choices (``{"method": "pld", ...}``), when known.
     """
     run_dir = Path(str(cfg.resume))
-    if not (run_dir / R.MANIFEST_FILE).exists():
-        raise ConfigError(f"resume={run_dir}: not a run folder (no {R.MANIFEST_FILE})")
-    manifest = R.read_json(run_dir / R.MANIFEST_FILE)
+    if not (run_dir / records.MANIFEST_FILE).exists():
+        raise ConfigError(f"resume={run_dir}: not a run folder (no {records.MANIFEST_FILE})")
+    manifest = records.read_json(run_dir / records.MANIFEST_FILE)
     saved = OmegaConf.create(manifest["config"])
     upgrade(saved)
     pin_measured_choices(saved, manifest)
@@ -184,10 +186,10 @@ def check_hardware(saved: DictConfig, manifest: dict[str, Any], run_dir: Path) -
 
 def record_event(run_dir: Path, changed: dict[str, Any], device: str, done: int) -> None:
     """Append a resume event (time, changed safe keys, device, prompts done) to the manifest."""
-    path = run_dir / R.MANIFEST_FILE
-    manifest = R.read_json(path)
-    sha = R.git_state(REPO_ROOT)["git_sha"]
+    path = run_dir / records.MANIFEST_FILE
+    manifest = records.read_json(path)
+    sha = records.git_state(REPO_ROOT)["git_sha"]
     event = {"at": time.strftime("%Y-%m-%dT%H:%M:%S"), "changed": changed, "device": device,
              "prompts_done": done, "git_sha": sha}  # fmt: skip
     manifest.setdefault("resumes", []).append(event)
-    R.write_json(path, manifest)
+    records.write_json(path, manifest)

@@ -11,7 +11,7 @@ import torch
 from omegaconf import DictConfig
 from tqdm.auto import tqdm
 
-from racer_bench.analysis import records as R
+from racer_bench.analysis import records as run_records
 from racer_bench.analysis import tracking
 from racer_bench.analysis.summary import summarize
 from racer_bench.errors import ConfigError, RunStopped
@@ -33,7 +33,7 @@ def native_manifest(setup: Setup, choices: dict[str, str]) -> dict[str, Any]:
     return run_manifest(
         setup.cfg, choices, setup.target, method.drafter, setup.task, setup.max_new_tokens,
         lossless=bool(method.verifier.lossless),
-        device=R.device_name(setup.target.device),
+        device=run_records.device_name(setup.target.device),
         engine=setup.target.engine_details,
         engine_choice=setup.engine_choice,
         floor=setup.floor,
@@ -75,12 +75,14 @@ def run(
                               "or write to another folder")  # fmt: skip
         if resumed is not None and resume.is_finished(run_dir):
             print(f"run folder {run_dir} is already finished; nothing to resume")
-            return R.read_json(run_dir / R.SUMMARY_FILE)
+            return run_records.read_json(run_dir / run_records.SUMMARY_FILE)
         return _run_in(cfg, run_dir, choices, on_summary, resumed)
 
 
 def _holds_run(run_dir: Path) -> bool:
-    return any((run_dir / name).exists() for name in (R.MANIFEST_FILE, R.PROMPTS_FILE))
+    return any(
+        (run_dir / name).exists() for name in (run_records.MANIFEST_FILE, run_records.PROMPTS_FILE)
+    )
 
 
 def _run_in(
@@ -97,14 +99,18 @@ def _run_in(
         if setup.profile is not None and not (run_dir / PROFILE_FILE).exists():
             setup.profile.save(run_dir / PROFILE_FILE)
         if resumed is None:
-            R.write_json(run_dir / R.MANIFEST_FILE, native_manifest(setup, choices))
+            run_records.write_json(
+                run_dir / run_records.MANIFEST_FILE, native_manifest(setup, choices)
+            )
         else:
-            torn = R.drop_torn_tail(run_dir)
+            torn = run_records.drop_torn_tail(run_dir)
             if torn is not None:
-                print(f"dropped a torn last line of {R.PROMPTS_FILE} (kept in {torn}); "
+                print(f"dropped a torn last line of {run_records.PROMPTS_FILE} (kept in {torn}); "
                       "that prompt is redone")  # fmt: skip
-            device = R.device_name(setup.target.device)
-            resume.record_event(run_dir, resumed.changed, device, len(R.finished_ids(run_dir)))
+            device = run_records.device_name(setup.target.device)
+            resume.record_event(
+                run_dir, resumed.changed, device, len(run_records.finished_ids(run_dir))
+            )
         prompts = setup.task.load()
         total = len(prompts)
         return run_prompts(setup, prompts, run_dir, choices, on_summary)
@@ -116,10 +122,10 @@ def stopped(stop: KeyboardInterrupt, run_dir: Path, total: int | None) -> RunSto
     """The one-line report of a run stopped by a signal."""
     signum = getattr(stop, "signum", signal.SIGINT)
     if total is None:
-        if (run_dir / R.MANIFEST_FILE).exists():
+        if (run_dir / run_records.MANIFEST_FILE).exists():
             return RunStopped(f"stopped while loading; continue with resume={run_dir}", signum)
         return RunStopped("stopped while loading; no prompt was run", signum)
-    done = len(R.finished_ids(run_dir))
+    done = len(run_records.finished_ids(run_dir))
     return RunStopped(
         f"stopped after {done} of {total} prompts; continue with resume={run_dir}", signum
     )
@@ -133,9 +139,11 @@ def run_prompts(
     on_summary: Callable[[dict[str, Any]], None] | None = None,
 ) -> dict[str, Any]:
     """Every prompt not finished yet, one line each, then the summary."""
-    incomplete = run_dir / R.INCOMPLETE_FILE
+    incomplete = run_dir / run_records.INCOMPLETE_FILE
     incomplete.write_text(f"run not finished; continue with resume={run_dir}\n")
-    todo = prompts_to_run(prompts, int(setup.cfg.get("repeats", 1)), R.finished_ids(run_dir))
+    todo = prompts_to_run(
+        prompts, int(setup.cfg.get("repeats", 1)), run_records.finished_ids(run_dir)
+    )
     for index in range(min(setup.cfg.warmup_prompts, len(prompts)) if todo else 0):
         run_prompt(setup, prompts[index], index)  # warm-up: same code path, not recorded
     tracker = tracking.start(setup.cfg, run_dir, choices)
@@ -146,7 +154,7 @@ def run_prompts(
                                           unit="prompt"):  # fmt: skip
             threads = prompt_threads(governor, setup)
             record = safe_run_prompt(setup, prompt, index, repeat) | {"threads": threads}
-            R.append_prompt(run_dir, record)
+            run_records.append_prompt(run_dir, record)
             steps += decode_steps(record)
         load = run_load(meter, steps, governor) if todo else None
         summary = finalize(setup, run_dir, on_summary, load)
@@ -167,7 +175,7 @@ def prompts_to_run(
         (repeat, index, prompt)
         for repeat in range(repeats)
         for index, prompt in enumerate(prompts)
-        if R.repeat_id(prompt.id, repeat) not in done
+        if run_records.repeat_id(prompt.id, repeat) not in done
     ]
 
 
@@ -189,14 +197,16 @@ def finalize(
     ``load`` is the machine's load while this invocation ran its prompts
     (:class:`racer_bench.system.hardware.LoadMeter`); a run that was not alone carries a warning.
     """
-    records = R.load_prompts(run_dir)
+    records = run_records.load_prompts(run_dir)
     category_of = getattr(setup.task, "report_category", lambda c: c)
     has_baseline = any(m.name == "baseline" for m in setup.modes)
     summary = summarize(records, setup.task.metric, has_baseline, category_of)
     summary["metric"] = setup.task.metric
     summary["run_dir"] = str(run_dir)
-    manifest_path = run_dir / R.MANIFEST_FILE
-    fingerprint = R.read_json(manifest_path).get("hardware") if manifest_path.exists() else None
+    manifest_path = run_dir / run_records.MANIFEST_FILE
+    fingerprint = (
+        run_records.read_json(manifest_path).get("hardware") if manifest_path.exists() else None
+    )
     if fingerprint:
         summary["hardware"] = {"id": fingerprint.get("id"), "label": fingerprint.get("label")}
     if load is not None:
@@ -205,7 +215,7 @@ def finalize(
     summary |= floor_block(setup.floor, summary.get("ar_step_ms"))
     summary["engine"] = setup.target.engine
     summary["dtype"] = str(setup.target.dtype).removeprefix("torch.")
-    R.write_json(run_dir / R.SUMMARY_FILE, summary)
+    run_records.write_json(run_dir / run_records.SUMMARY_FILE, summary)
     save_thread_profiles(setup, run_dir)
     if on_summary:
         on_summary(summary)

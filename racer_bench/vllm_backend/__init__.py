@@ -1,7 +1,7 @@
 """The vLLM backend: the same drafters and tasks inside vLLM's engine, at any batch size.
 
 Beside :mod:`racer_bench.engine` (the native batch-1 loop), nothing here is imported by the
-engine, and only :mod:`racer_bench.vllm_backend.run` and :mod:`.plugin` import vLLM itself, so
+engine, and only :mod:`racer_bench.vllm_backend.offline` and :mod:`.plugin` import vLLM itself, so
 the pure parts (chain projection, per-request drafter state) are tested without it.
 
 * :mod:`.chains` -- a draft tree projected onto the chain vLLM verifies.
@@ -12,5 +12,5 @@ the pure parts (chain projection, per-request drafter state) are tested without 
 * :mod:`.compat` -- the vLLM versions the plugin supports, checked before it patches vLLM.
 * :mod:`.cpu` -- the engines' OpenMP thread binding and dtype on a CPU.
 * :mod:`.batching` -- which batches are timed at a batch size (passes until ``min_batches``).
-* :mod:`.run` -- builds ``vllm.LLM`` engines and runs a task at each batch size.
+* :mod:`.offline` -- builds ``vllm.LLM`` engines and runs a task at each batch size.
 """

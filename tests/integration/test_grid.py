@@ -6,8 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from racer_bench.analysis import frames as F
-from racer_bench.analysis import records as R
+from racer_bench.analysis import frames, records
 from racer_bench.errors import ConfigError
 from racer_bench.run.grid import run_grid
 
@@ -26,7 +25,7 @@ def grid_dir(tmp_path_factory):
 def test_one_run_folder_per_point_sharing_strict(grid_dir):
     out, summaries = grid_dir
     assert len(summaries) == 2
-    first, second = (R.load_prompts(out / str(i)) for i in range(2))
+    first, second = (records.load_prompts(out / str(i)) for i in range(2))
     assert [r["id"] for r in first] == [r["id"] for r in second]
     assert all(a["strict"] == b["strict"] for a, b in zip(first, second, strict=True))
     assert all(r["status"] == "ok" for r in first + second)
@@ -43,16 +42,16 @@ def test_budget_zero_point_equals_strict(grid_dir):
 def test_loose_point_takes_exceptions_and_is_labelled(grid_dir):
     out, summaries = grid_dir
     assert summaries[1]["exceptions_per_prompt"] > 0  # random model: mismatches everywhere
-    run = F.load_run(out / "1")
-    assert "verifier.budget=50" in F.hydra_overrides(run)
+    run = frames.load_run(out / "1")
+    assert "verifier.budget=50" in frames.hydra_overrides(run)
     assert run.manifest["config"]["verifier"]["budget"] == 50
 
 
 def test_resume_does_not_redo_finished_prompts(grid_dir):
     out, _ = grid_dir
-    before = [len(R.load_prompts(out / str(i))) for i in range(2)]
+    before = [len(records.load_prompts(out / str(i))) for i in range(2)]
     run_grid(BASE, [STRICT_POINT, LOOSE_POINT], out)
-    assert [len(R.load_prompts(out / str(i))) for i in range(2)] == before
+    assert [len(records.load_prompts(out / str(i))) for i in range(2)] == before
 
 
 def test_no_points_is_a_config_error(tmp_path):
@@ -86,7 +85,7 @@ def test_loose_point_loses_target_likelihood(grid_dir):
     assert low <= loose["logprob_gap"] <= high
     assert loose["method_logprob"] < loose["strict_logprob"]
     assert 0 <= loose["first_divergence"] < 1 and 0 <= loose["agreement"] <= 1
-    for record in R.load_prompts(out / "1"):  # per-prompt values, so summaries can be redone
+    for record in records.load_prompts(out / "1"):  # per-prompt values, so summaries can be redone
         assert record["agreement"] in (0.0, 1.0)
         assert all("target_logprob" in t for m in ("method", "strict") for t in record[m]["turns"])
 
@@ -102,7 +101,7 @@ def test_add_quality_restores_the_measures_of_an_older_run(grid_dir, tmp_path):
     old = tmp_path / "old"
     shutil.copytree(out / "1", old)
     stripped = []
-    for record in R.load_prompts(old):
+    for record in records.load_prompts(old):
         record.pop("agreement", None)
         for mode in ("method", "strict"):
             for turn in record[mode]["turns"]:
@@ -142,7 +141,7 @@ def test_add_quality_reads_a_curated_run_with_todays_folders(tmp_path, monkeypat
 
 def test_every_prompt_records_its_threads_and_the_summary_their_counts(grid_dir):
     out, summaries = grid_dir
-    threads = [r["threads"] for r in R.load_prompts(out / "0")]
+    threads = [r["threads"] for r in records.load_prompts(out / "0")]
     assert len(threads) == 3 and all(t >= 1 for t in threads)
     load = summaries[0]["load"]
     assert sum(load["threads_per_prompt"].values()) == 3

@@ -6,8 +6,7 @@ import json
 
 import pytest
 
-from racer_bench.analysis import frames as F
-from racer_bench.analysis import plots as P
+from racer_bench.analysis import frames, plots
 from racer_bench.analysis.records import PROMPTS_FILE, load_prompts
 from racer_bench.analysis.summary import summarize
 from racer_bench.run.runner import run
@@ -58,14 +57,14 @@ def test_scheduled_run_writes_its_metrics_and_profile(scheduled_run):
 
 def test_scheduled_run_draws_both_figures(scheduled_run, tmp_path):
     out, _ = scheduled_run
-    runs = F.load_runs(out)
-    assert F.run_label(runs[0]) == "LogitSpec + confidence scheduler [profile=linear:0.02]"
-    cal = F.calibration_frame(runs)
+    runs = frames.load_runs(out)
+    assert frames.run_label(runs[0]) == "LogitSpec + confidence scheduler [profile=linear:0.02]"
+    cal = frames.calibration_frame(runs)
     assert cal["nodes"].sum() > 0 and cal["predicted"].between(0, 1).all()
-    sizes = F.draft_sizes_frame(runs)
+    sizes = frames.draft_sizes_frame(runs)
     assert sizes["share"].sum() == pytest.approx(1.0)
     assert sizes["cost"].is_monotonic_increasing
-    figures = P.all_figures(runs)
+    figures = plots.all_figures(runs)
     assert {"reliability", "draft_size_cost"} <= set(figures)
     reliability = figures["reliability"]
     assert "ECE" in reliability.legends[0].get_texts()[1].get_text()
@@ -95,9 +94,9 @@ def test_runs_without_scheduler_fields_still_load(scheduled_run, tmp_path):
     (old / PROMPTS_FILE).write_text("\n".join(lines) + "\n")
     summary = summarize(load_prompts(old), "nonempty", True)
     assert not set(SCHEDULER_KEYS) & set(summary) and summary["mat"] >= 1.0
-    runs = F.load_runs(old)
-    assert F.calibration_frame(runs).empty and F.draft_sizes_frame(runs).empty
-    assert not {"reliability", "draft_size_cost"} & set(P.all_figures(runs))
+    runs = frames.load_runs(old)
+    assert frames.calibration_frame(runs).empty and frames.draft_sizes_frame(runs).empty
+    assert not {"reliability", "draft_size_cost"} & set(plots.all_figures(runs))
 
 
 def test_the_scheduler_takes_the_cost_curve_of_the_threads_each_prompt_runs_on(tmp_path):

@@ -10,9 +10,7 @@ import pandas as pd
 import pytest
 from omegaconf import DictConfig, OmegaConf
 
-from racer_bench.analysis import frames as F
-from racer_bench.analysis import names
-from racer_bench.analysis import paper_numbers as PN
+from racer_bench.analysis import frames, names, paper_numbers
 from racer_bench.analysis.tables import build_tables, table_runs
 from racer_bench.analysis.tables.ablation import ABLATIONS
 from racer_bench.analysis.tables.categories import head_to_head_notes
@@ -62,7 +60,7 @@ def test_all_four_tables_are_built(tables: dict[str, str]) -> None:
 
 
 def test_main_table_cells_come_from_the_runs(results: Path, tables: dict[str, str]) -> None:
-    df = F.runs_frame(F.load_runs(results)).set_index(["label", "task"])
+    df = frames.runs_frame(frames.load_runs(results)).set_index(["label", "task"])
     racer = md_rows(tables["main"])["RACER"]
     overall = df.loc[("RACER", "spec_bench")]
     assert f"{overall['speedup']:.2f}× ({overall['mat']:.2f})" in racer
@@ -83,9 +81,9 @@ def test_each_table_keeps_to_its_own_experiment(tmp_path: Path) -> None:
             write_run(tmp_path / experiment, method, method, "spec_bench", SPEC_CATEGORIES, n,
                       accept=0.5 + i + n / 10, experiment=experiment, seed=n + i,
                       started=f"2026-01-01T00:00:{started}")  # fmt: skip
-    built = {t.key: t for t in build_tables(F.load_runs(tmp_path))}
+    built = {t.key: t for t in build_tables(frames.load_runs(tmp_path))}
     for key, experiment in (("main", "racer_main"), ("logitspec", "logitspec_table")):
-        df = F.runs_frame(F.load_runs(tmp_path / experiment)).set_index("method")
+        df = frames.runs_frame(frames.load_runs(tmp_path / experiment)).set_index("method")
         row = next(r for r in built[key].rows if r[0] == "LogitSpec")
         assert f"{df.loc['logitspec', 'speedup']:.2f}×" in " ".join(row), key
     prompts = next(n for n in built["main"].notes if n.startswith("Ours"))
@@ -97,7 +95,7 @@ def test_spec_bench_table_has_a_row_per_category_with_intervals(
 ) -> None:
     rows = md_rows(tables["spec_bench_categories"])
     assert list(rows) == ["writing", "coding", "translation", "summarization", "qa", "rag", "all"]
-    raw = F.categories_frame(F.load_runs(results / "main"), "category").set_index(
+    raw = frames.categories_frame(frames.load_runs(results / "main"), "category").set_index(
         ["label", "task", "category"]
     )
     coding = raw.loc[("RACER", "spec_bench", "coding")]
@@ -116,8 +114,8 @@ def test_runs_differing_only_in_scheduler_get_a_row_each(tmp_path: Path) -> None
             write_run(tmp_path, f"{method}-{scheduler}", method, "spec_bench", SPEC_CATEGORIES, 6,
                       manifest={"scheduler": scheduler}, seed=i, accept=0.5 + i)  # fmt: skip
     write_run(tmp_path, "racer-h", "racer", "humaneval", ("humaneval",), 4, seed=5)
-    built = {t.key: t for t in build_tables(F.load_runs(tmp_path))}
-    df = F.runs_frame(F.load_runs(tmp_path)).set_index(["method", "scheduler", "task"])
+    built = {t.key: t for t in build_tables(frames.load_runs(tmp_path))}
+    df = frames.runs_frame(frames.load_runs(tmp_path)).set_index(["method", "scheduler", "task"])
     main = built["main"]
     assert main.header[:2] == ["method", "scheduler"]
     pairs = [["PLD", "fixed"], ["PLD", "confidence"], ["RACER", "fixed"], ["RACER", "confidence"]]
@@ -139,7 +137,10 @@ def test_ablation_table_rows_and_paper_column(tables: dict[str, str]) -> None:
     rows = md_rows(tables["ablation"])
     assert list(rows) == ["RACER (full)", "logits tree only", "last logit instead of copy"]
     assert rows["logits tree only"][1] == "retrieval=false"
-    assert rows["logits tree only"][-1] == PN.table("racer_ablation_mat")["retrieval=false"].text
+    assert (
+        rows["logits tree only"][-1]
+        == paper_numbers.table("racer_ablation_mat")["retrieval=false"].text
+    )
 
 
 def test_asd_table_shows_front_and_frozen_setting(results: Path, tables: dict[str, str]) -> None:
@@ -147,10 +148,10 @@ def test_asd_table_shows_front_and_frozen_setting(results: Path, tables: dict[st
     settings = [r[2] for r in rows]
     assert "B=8 g=0.25 M=2" in settings
     frozen = rows[settings.index("B=8 g=0.25 M=2")]
-    reported = PN.table("asd_reported")
+    reported = paper_numbers.table("asd_reported")
     assert frozen[-4:] == [reported["gain"].text, reported["mat"].text, "–",
                            reported["divergence_math"].text]  # fmt: skip
-    df = F.runs_frame(F.load_runs(results / "asd"))
+    df = frames.runs_frame(frames.load_runs(results / "asd"))
     row = df[df["verifier.budget"] == 8.0].query("`verifier.gate` == 0.25").iloc[0]
     assert frozen[3] == f"{row['gain_vs_strict']:+.1%}"
     assert frozen[4] == f"{row['strict_mat']:.2f} → {row['mat']:.2f}"
@@ -162,7 +163,7 @@ def test_asd_table_shows_quality_measures_or_marks_them_missing(
     rows = list(md_rows(tables["asd"]).values())
     header = next(line for line in tables["asd"].splitlines() if line.startswith("| task"))
     names = [h.strip() for h in header.strip("|").split(" | ")]
-    df = F.runs_frame(F.load_runs(results / "asd"))
+    df = frames.runs_frame(frames.load_runs(results / "asd"))
     row = df[df["verifier.budget"] == 8.0].query("`verifier.gate` == 0.25").iloc[0]
     frozen = next(r for r in rows if r[2] == "B=8 g=0.25 M=2")
     cell = dict(zip(names, frozen, strict=True))
@@ -241,15 +242,15 @@ def test_the_curated_tables_note_every_mix_of_machines_or_engines() -> None:
     """Every table built from the committed records: if the runs behind its rows differ in
     hardware fingerprint or engine (read from the manifests here), its notes say so."""
     curated = sorted(p for p in (REPO / "results" / "curated").iterdir() if p.is_dir())
-    runs = F.load_runs(curated, check=False)
+    runs = frames.load_runs(curated, check=False)
     for table in build_tables(runs, paper=False):
         home = table_runs(runs, table.key, newest=True)
-        settings = {(F.hardware_of(r.manifest)[0], F.engine_of(r.manifest)) for r in home}
+        settings = {(frames.hardware_of(r.manifest)[0], frames.engine_of(r.manifest)) for r in home}
         if table.key == "asd":
             shown = " ".join(" ".join(row[:3]) for row in table.rows)
             home = [r for r in home if r.summary.get("gain_vs_strict") is not None]
-            settings = {(F.hardware_of(r.manifest)[0], F.engine_of(r.manifest)) for r in home
-                        if names.method_name(r.method) in shown}  # fmt: skip
+            settings = {(frames.hardware_of(r.manifest)[0], frames.engine_of(r.manifest))
+                        for r in home if names.method_name(r.method) in shown}  # fmt: skip
         noted = any(n.startswith("Mixed machines or engines") for n in table.notes)
         if len(settings) > 1:
             assert noted, f"{table.key} mixes {settings} without a note"
@@ -320,9 +321,9 @@ def test_ablation_experiment_variants_match_the_table_rows(
         composed = compose_cfg("experiment=racer_ablation", f"ablation={ablation}")
         method = OmegaConf.to_container(composed.method, resolve=True)
         context = {"hardware": composed.hardware}  # resolves the hardware-sized capacity
-        defaults = F.group_defaults("method", "racer", context=context)
-        diff = {k: v for k, v in F.flatten(method, "method").items() if defaults.get(k) != v}
-        variants.add(F.variant_string(diff))
+        defaults = frames.group_defaults("method", "racer", context=context)
+        diff = {k: v for k, v in frames.flatten(method, "method").items() if defaults.get(k) != v}
+        variants.add(frames.variant_string(diff))
     table_variants = {v for _, v in ABLATIONS}
     assert variants == table_variants
 
@@ -360,7 +361,7 @@ def test_head_to_head_note_names_where_each_method_is_faster() -> None:
 
 
 def test_speed_table_gives_absolute_tok_s_from_the_runs(results: Path, tables: dict[str, str]):
-    df = F.runs_frame(F.load_runs(results / "main")).set_index(["method", "task"])
+    df = frames.runs_frame(frames.load_runs(results / "main")).set_index(["method", "task"])
     lines = [line for line in tables["speed"].splitlines() if line.startswith("| RACER | fixed")]
     rows = [[c.strip() for c in line.strip("|").split(" | ")] for line in lines]
     [cells] = [row for row in rows if row[2] == "Spec-Bench"]

@@ -13,9 +13,8 @@ from typing import Any, ClassVar
 import pytest
 from omegaconf import DictConfig
 
-from racer_bench.analysis import frames as F
-from racer_bench.analysis import records as R
-from racer_bench.analysis import tracking
+from racer_bench.analysis import frames, tracking
+from racer_bench.analysis import records as run_records
 from racer_bench.errors import ConfigError
 from racer_bench.run.runner import run
 from tests.unit.test_frames import write_run
@@ -158,7 +157,8 @@ def test_runner_logs_offline_run(compose_cfg: Callable[..., DictConfig], tmp_pat
     assert {"unit", "pld", "tiny", "greedy", "tiny_random", "lossless"} <= set(header.tags)
     assert logged["config"]["method"]["_target_"] == "methods.pld.PLDDrafter"
     assert (
-        logged["config"]["manifest"]["git_sha"] == R.read_json(run_dir / "manifest.json")["git_sha"]
+        logged["config"]["manifest"]["git_sha"]
+        == run_records.read_json(run_dir / "manifest.json")["git_sha"]
     )
     assert logged["summary"]["speed/speedup"] == pytest.approx(summary["speedup"])
     assert logged["summary"]["accept/mat"] == pytest.approx(summary["mat"])
@@ -176,7 +176,7 @@ def test_lossy_run_logs_asd_metrics(compose_cfg: Callable[..., DictConfig], tmp_
                                     ) -> None:  # fmt: skip
     run_dir = write_run(tmp_path, "asd", "pld", "gsm8k", ("gsm8k",), 6, verifier="asd",
                         strict=True)  # fmt: skip
-    summary = F.load_run(run_dir).summary | {"metric": "accuracy"}
+    summary = frames.load_run(run_dir).summary | {"metric": "accuracy"}
     cfg = compose_cfg("logger=wandb", "logger.log_figures=false", "logger.name=asd-check")
     tracker = tracking.start(cfg, run_dir, {"method": "pld", "task": "gsm8k", "verifier": "asd"})
     assert isinstance(tracker, tracking.WandbTracker)

@@ -11,7 +11,7 @@ from racer_bench.analysis.batches import (
     plot_speedups,
     speed_table,
 )
-from racer_bench.vllm_backend.records import turn_record
+from racer_bench.vllm_backend.step_records import turn_record
 
 
 def block(speed: float, speedup: float, mat: float, acc: list[float]) -> dict:

@@ -7,18 +7,18 @@ import json
 import numpy as np
 import pytest
 
-from racer_bench.engine import cost as C
+from racer_bench.engine import cost
 from racer_bench.errors import ConfigError
 
 
 def test_profile_is_made_monotone_and_relative_to_one_token() -> None:
-    profile = C.CostProfile([1, 2, 4, 8], [2.0, 3.0, 2.5, 5.0])
+    profile = cost.CostProfile([1, 2, 4, 8], [2.0, 3.0, 2.5, 5.0])
     # monotone least-squares fit (3.0 and 2.5 pool to 2.75), divided by cost(1)
     assert profile.costs == pytest.approx([1.0, 1.375, 1.375, 2.5])
     assert profile(3) == pytest.approx(1.375)
     assert profile(6) == pytest.approx(1.9375)  # linear between grid points
     assert profile(12) == pytest.approx(3.625)  # the last slope (1.125 / 4) extended
-    spike = C.CostProfile([1, 2, 4, 8, 16], [1.0, 9.0, 1.2, 1.3, 2.0])
+    spike = cost.CostProfile([1, 2, 4, 8, 16], [1.0, 9.0, 1.2, 1.3, 2.0])
     assert spike(16) < 4.0  # one outlier does not lift every larger size to 9
     n = np.arange(1, 20, dtype=float)
     assert np.all(np.diff(profile.curve(n)) >= 0)
@@ -26,38 +26,38 @@ def test_profile_is_made_monotone_and_relative_to_one_token() -> None:
 
 def test_profile_rejects_bad_sizes() -> None:
     with pytest.raises(ValueError, match="ascend from 1"):
-        C.CostProfile([2, 4], [1.0, 2.0])
+        cost.CostProfile([2, 4], [1.0, 2.0])
     with pytest.raises(ValueError, match="one cost per size"):
-        C.CostProfile([1, 2], [1.0])
+        cost.CostProfile([1, 2], [1.0])
 
 
 def test_synthetic_curves() -> None:
-    assert C.synthetic("flat")(64) == 1.0
-    assert C.synthetic("flat")(200) == 1.0
-    assert C.synthetic("steep")(10) == pytest.approx(10.0)
-    assert C.synthetic("steep", max_size=4)(100) == pytest.approx(100.0)
-    assert C.synthetic("linear:0.05")(21) == pytest.approx(2.0)
+    assert cost.synthetic("flat")(64) == 1.0
+    assert cost.synthetic("flat")(200) == 1.0
+    assert cost.synthetic("steep")(10) == pytest.approx(10.0)
+    assert cost.synthetic("steep", max_size=4)(100) == pytest.approx(100.0)
+    assert cost.synthetic("linear:0.05")(21) == pytest.approx(2.0)
     for bad in ("wobbly", "linear:", "linear:-1"):
         with pytest.raises(ConfigError, match=r"scheduler\.profile="):
-            C.synthetic(bad)
-    C.check_spec("auto")
-    C.check_spec("some/where.json")
+            cost.synthetic(bad)
+    cost.check_spec("auto")
+    cost.check_spec("some/where.json")
     with pytest.raises(ConfigError):
-        C.check_spec("nope")
+        cost.check_spec("nope")
 
 
 def test_grid_reaches_the_largest_forward() -> None:
-    assert C.grid(16) == [1, 2, 3, 4, 6, 8, 12, 16]
-    assert C.grid(64) == list(C.BASE_GRID)
-    assert C.grid(81) == [*C.BASE_GRID, 81]
-    assert C.grid(300) == [*C.BASE_GRID, 128, 256, 300]
-    assert C.grid(1) == [1]
+    assert cost.grid(16) == [1, 2, 3, 4, 6, 8, 12, 16]
+    assert cost.grid(64) == list(cost.BASE_GRID)
+    assert cost.grid(81) == [*cost.BASE_GRID, 81]
+    assert cost.grid(300) == [*cost.BASE_GRID, 128, 256, 300]
+    assert cost.grid(1) == [1]
 
 
 def test_tree_shape_is_topological() -> None:
-    parents = C.tree_shape(20)
+    parents = cost.tree_shape(20)
     assert parents[:8] == [-1] * 8 and all(-1 <= p < i for i, p in enumerate(parents))
-    assert C.tree_shape(3) == [-1, -1, -1]
+    assert cost.tree_shape(3) == [-1, -1, -1]
 
 
 def test_measure_interleaves_sizes_and_takes_medians() -> None:
@@ -68,7 +68,7 @@ def test_measure_interleaves_sizes_and_takes_medians() -> None:
         noise = 5.0 if len(calls) == 7 else 0.0  # one outlier: the median ignores it
         return 1.0 + 0.1 * (n - 1) + noise
 
-    profile = C.measure_cost(fake, [4, 2], reps=3, warmup=1, progress=False)
+    profile = cost.measure_cost(fake, [4, 2], reps=3, warmup=1, progress=False)
     assert calls[:3] == [1, 2, 4] and calls[3:6] == [2, 4, 1]  # rotated every repetition
     assert len(calls) == 4 * 3
     assert profile.sizes == [1, 2, 4]
@@ -77,41 +77,41 @@ def test_measure_interleaves_sizes_and_takes_medians() -> None:
 
 
 def test_save_and_load_round_trip(tmp_path) -> None:
-    profile = C.CostProfile([1, 8], [1.0, 2.0], {"source": "x"})
+    profile = cost.CostProfile([1, 8], [1.0, 2.0], {"source": "x"})
     path = profile.save(tmp_path / "p.json")
-    loaded = C.CostProfile.load(path)
+    loaded = cost.CostProfile.load(path)
     assert loaded.sizes == [1, 8] and loaded.costs == [1.0, 2.0] and loaded.meta == {"source": "x"}
-    resolved = C.resolve_profile(str(path), None, tmp_path, 64)
+    resolved = cost.resolve_profile(str(path), None, tmp_path, 64)
     assert resolved(8) == 2.0 and resolved.meta["source"] == str(path)
     with pytest.raises(ConfigError, match="no such file"):
-        C.resolve_profile(str(tmp_path / "missing.json"), None, tmp_path, 64)
+        cost.resolve_profile(str(tmp_path / "missing.json"), None, tmp_path, 64)
 
 
 def test_auto_measures_once_then_reads_the_cache(tiny_target, tmp_path, monkeypatch) -> None:
     """Shape, caching and monotonicity on the tiny model (its timings mean nothing)."""
-    profile = C.resolve_profile("auto", tiny_target, tmp_path, 10, reps=1, progress=False)
+    profile = cost.resolve_profile("auto", tiny_target, tmp_path, 10, reps=1, progress=False)
     assert profile.sizes == [1, 2, 3, 4, 6, 8, 10]
     assert profile.costs[0] == 1.0 and np.all(np.diff(profile.costs) >= 0)
-    key = C.profile_key(tiny_target)
+    key = cost.profile_key(tiny_target)
     assert key["model"] == "tiny_random" and key["dtype"] == "float64"
     assert key["engine"] == "eager" and key["threads"] >= 1
-    path = C.cache_path(tmp_path, key)
+    path = cost.cache_path(tmp_path, key)
     assert path.exists() and profile.meta["source"] == str(path)
     assert json.loads(path.read_text())["meta"]["key"] == key
-    assert tiny_target.length == C.DEFAULT_CONTEXT  # the prefix is all that stays cached
+    assert tiny_target.length == cost.DEFAULT_CONTEXT  # the prefix is all that stays cached
 
     def no_measuring(*args, **kwargs):
         raise AssertionError("the cached profile should have been used")
 
-    monkeypatch.setattr(C, "measure_cost", no_measuring)
-    again = C.resolve_profile("auto", tiny_target, tmp_path, 8, reps=1, progress=False)
+    monkeypatch.setattr(cost, "measure_cost", no_measuring)
+    again = cost.resolve_profile("auto", tiny_target, tmp_path, 8, reps=1, progress=False)
     assert again.costs == profile.costs
     with pytest.raises(AssertionError, match="cached profile"):  # too short: measured again
-        C.resolve_profile("auto", tiny_target, tmp_path, 20, reps=1, progress=False)
+        cost.resolve_profile("auto", tiny_target, tmp_path, 20, reps=1, progress=False)
 
 
 def test_cache_key_separates_engines(tiny_target, tmp_path) -> None:
-    key = C.profile_key(tiny_target)
-    fast = C.cache_path(tmp_path, key | {"engine": "fast"})
-    assert fast != C.cache_path(tmp_path, key)
-    assert fast.parent == tmp_path / C.PROFILE_DIR and "fast" in fast.name
+    key = cost.profile_key(tiny_target)
+    fast = cost.cache_path(tmp_path, key | {"engine": "fast"})
+    assert fast != cost.cache_path(tmp_path, key)
+    assert fast.parent == tmp_path / cost.PROFILE_DIR and "fast" in fast.name

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
-from racer_bench.analysis import frames as F
+from racer_bench.analysis import frames
 from racer_bench.config import paths as configs
 from tests.conftest import CONF_DIR, REPO
 from tests.scripts import load_script
@@ -31,7 +31,7 @@ def test_a_new_method_yaml_names_and_sizes_it_in_tables(tmp_path: Path, monkeypa
     results = tmp_path / "results"
     write_run(results, "pld", "pld", "humaneval", ("humaneval",), 4)
     write_run(results, "toy", "toy", "humaneval", ("humaneval",), 4, method_cfg={"width": 4})
-    runs_df = F.runs_frame(F.load_runs(results))
+    runs_df = frames.runs_frame(frames.load_runs(results))
     assert list(runs_df["label"]) == ["Toy Drafter", "PLD"]  # display_order -1 comes first
     assert runs_df.loc[0, "capacity"] == 4 and runs_df.loc[0, "family"] == "Toy Drafter"
     out = tmp_path / "tables.md"

@@ -11,27 +11,27 @@ import json
 
 import pytest
 
-from racer_bench.analysis import doc_figures as D
+from racer_bench.analysis import doc_figures
 from tests.conftest import REPO
 from tests.scripts import load_script
 
 
 def test_every_doc_figure_equals_its_record() -> None:
-    stale = D.check(REPO)
+    stale = doc_figures.check(REPO)
     assert stale == [], "rerun scripts/fill_doc_figures.py:\n" + "\n".join(stale)
 
 
 @pytest.mark.parametrize("doc", ["README.md", "docs/benchmarks.md", "docs/vllm.md"])
 def test_the_measured_docs_have_figures(doc: str) -> None:
-    assert len(D.parse((REPO / doc).read_text(encoding="utf-8"))) >= 10
+    assert len(doc_figures.parse((REPO / doc).read_text(encoding="utf-8"))) >= 10
 
 
 def test_a_figure_edited_by_hand_fails_the_check(tmp_path) -> None:
     readme = tmp_path / "README.md"
     text = (REPO / "README.md").read_text(encoding="utf-8")
-    first = D.parse(text)[0]
+    first = doc_figures.parse(text)[0]
     readme.write_text(text[: first.start] + "999" + text[first.end :], encoding="utf-8")
-    [stale] = D.check(REPO, [readme])
+    [stale] = doc_figures.check(REPO, [readme])
     assert f"[{first.marker}] shows '999'" in stale
     fill = load_script("fill_doc_figures")
     assert fill.main(["--check", str(readme)]) == 1
@@ -40,7 +40,7 @@ def test_a_figure_edited_by_hand_fails_the_check(tmp_path) -> None:
 
 
 @pytest.fixture
-def records(tmp_path) -> D.Records:
+def records(tmp_path) -> doc_figures.Records:
     run = tmp_path / "results/curated/exp/a"
     run.mkdir(parents=True)
     summary = {"n_prompts": 4, "speedup": 1.316, "ci": [1.1358, 1.6], "identical": 0.75,
@@ -58,7 +58,7 @@ def records(tmp_path) -> D.Records:
     racer = {"tokens": 100, "seconds": 2.0, "mat": 2.5}
     bench = {"contenders": {"ar": {"tokens": 100, "seconds": 4.0}, "racer@capacity=5": racer}}
     (tmp_path / "docs/bench/b.json").write_text(json.dumps(bench))
-    return D.Records(tmp_path)
+    return doc_figures.Records(tmp_path)
 
 
 def fig(source: str, expr: str, spec: str, text: str = "?") -> str:
@@ -69,7 +69,7 @@ def test_parse_finds_each_marker_with_its_span_and_line() -> None:
     doc = (
         f"MAT {fig('exp/a', 'mat', '.2f', '2.02')}x\nat {fig('bench/b', 'tok_s(ar)', '.1f', '25')}"
     )
-    first, second = D.parse(doc)
+    first, second = doc_figures.parse(doc)
     assert (first.source, first.expr, first.spec, first.text, first.line) == (
         "exp/a", "mat", ".2f", "2.02", 1)  # fmt: skip
     assert doc[first.start : first.end] == "2.02"
@@ -81,7 +81,7 @@ def test_parse_finds_each_marker_with_its_span_and_line() -> None:
 )
 def test_a_malformed_marker_is_an_error(doc: str) -> None:
     with pytest.raises(ValueError, match="malformed figure marker on line"):
-        D.parse(f"prose\n{doc}\n")
+        doc_figures.parse(f"prose\n{doc}\n")
 
 
 @pytest.mark.parametrize(
@@ -90,7 +90,7 @@ def test_a_malformed_marker_is_an_error(doc: str) -> None:
      (3268.0, ",d", "3,268"), ("fast", "s", "fast"), ((6.66, 9.19), ".1f", "6.7-9.2")],
 )  # fmt: skip
 def test_render(value, spec: str, text: str) -> None:
-    assert D.render(value, spec) == text
+    assert doc_figures.render(value, spec) == text
 
 
 @pytest.mark.parametrize(
@@ -107,20 +107,20 @@ def test_render(value, spec: str, text: str) -> None:
 )  # fmt: skip
 def test_a_figure_resolves_from_its_record(records, source, expr, spec, text) -> None:
     doc = f"x {fig(source, expr, spec)} y"
-    filled, [stale] = D.fill(doc, records)
+    filled, [stale] = doc_figures.fill(doc, records)
     assert filled == f"x {fig(source, expr, spec, text)} y"
     assert stale.want == text
-    assert D.fill(filled, records)[1] == []  # once filled, nothing is stale
+    assert doc_figures.fill(filled, records)[1] == []  # once filled, nothing is stale
 
 
 def test_an_unresolvable_figure_is_reported_and_left_as_it_is(records) -> None:
     doc = f"{fig('exp/a', 'no_such_key', '.2f', '1.00')} {fig('exp/missing', 'mat', '.2f', '2')}"
-    filled, stale = D.fill(doc, records)
+    filled, stale = doc_figures.fill(doc, records)
     assert filled == doc
     assert [s.want for s in stale] == [None, None]
     assert "cannot resolve (KeyError" in str(stale[0]) and "FileNotFoundError" in str(stale[1])
 
 
 def test_documents_are_the_readme_and_the_docs() -> None:
-    assert D.documents(REPO)[0] == REPO / "README.md"
-    assert REPO / "docs/benchmarks.md" in D.documents(REPO)
+    assert doc_figures.documents(REPO)[0] == REPO / "README.md"
+    assert REPO / "docs/benchmarks.md" in doc_figures.documents(REPO)

@@ -6,8 +6,7 @@ import json
 
 import pytest
 
-from racer_bench.engine import engine_choice as E
-from racer_bench.engine import small_gemm
+from racer_bench.engine import engine_choice, small_gemm
 from racer_bench.models.loaders import tiny_random
 
 
@@ -46,7 +45,9 @@ SPEEDS = {"eager/float32": 3.0, "fast/float32": 2.0, "eager/bfloat16": 0.5, "fas
 def choose(tmp_path, engine="auto", dtype="auto", exact=("fast/float32", "fast/bfloat16"),
            speeds=SPEEDS, name="model"):  # fmt: skip
     build, timer, prober, calls = fakes(speeds, set(exact))
-    target, record = E.choose(build, engine, dtype, tmp_path, name, "cpu", timer, prober)
+    target, record = engine_choice.choose(
+        build, engine, dtype, tmp_path, name, "cpu", timer, prober
+    )
     return target, record, calls
 
 
@@ -57,7 +58,7 @@ def test_the_fastest_exact_candidate_wins_and_is_recorded(tmp_path) -> None:
     assert record["chosen"] == "fast" and record["dtype"] == "bfloat16"
     assert record["candidates"]["eager/bfloat16"]["exact"] is False  # faster, but not exact
     assert "fast/bfloat16 is the fastest exact candidate" in record["why"]
-    saved = json.loads((tmp_path / E.CHOICE_DIR / record["cache_file"]).read_text())
+    saved = json.loads((tmp_path / engine_choice.CHOICE_DIR / record["cache_file"]).read_text())
     assert saved["candidates"] == record["candidates"] and record["cached"] is False
 
 
@@ -85,13 +86,13 @@ def test_the_choice_is_measured_once_per_machine_model_and_request(tmp_path) -> 
 
 def test_a_gpu_target_keeps_eager_without_measuring(tmp_path) -> None:
     build, timer, prober, calls = fakes(SPEEDS, set())
-    _, record = E.choose(build, "auto", "float16", tmp_path, "m", "cuda", timer, prober)
+    _, record = engine_choice.choose(build, "auto", "float16", tmp_path, "m", "cuda", timer, prober)
     assert calls == [] and record["chosen"] == "eager" and "CPU-only" in record["why"]
     assert record["dtype"] == "float16"
 
 
 def test_real_timings_on_the_tiny_model(tiny_target) -> None:
-    timings = E.engine_timings(tiny_target, reps=2, tree_tokens=4)
+    timings = engine_choice.engine_timings(tiny_target, reps=2, tree_tokens=4)
     assert timings["ar_step_s"] > 0 and timings["tree_step_s"] > 0
 
 
@@ -100,4 +101,4 @@ def test_real_timings_on_the_tiny_model(tiny_target) -> None:
 def test_the_probe_tells_the_row_invariant_engine_in_bfloat16(engine, exact) -> None:
     target = tiny_random(dtype="bfloat16", num_kv_heads=2, init_std=0.05)
     target.set_engine(engine)
-    assert E.probe_exact(target) is exact
+    assert engine_choice.probe_exact(target) is exact

@@ -14,9 +14,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from racer_bench.analysis import frames as F
-from racer_bench.analysis import metrics as M
-from racer_bench.analysis import records as R
+from racer_bench.analysis import frames, metrics, records
 from racer_bench.engine.structs import GenerationResult, Source, StepRecord
 from tests.conftest import CONF_DIR
 
@@ -26,7 +24,9 @@ T_FORWARD = 0.05  # seconds per target forward of the fake runs
 
 def group_config(group: str, choice: str, changes: dict[str, Any] | None = None) -> dict[str, Any]:
     """``conf/<group>/<choice>.yaml`` as a GPU run resolves it, ``changes`` applied."""
-    return F.resolved_group(group, choice, CONF_DIR, context={"hardware": "gpu"}) | (changes or {})
+    return frames.resolved_group(group, choice, CONF_DIR, context={"hardware": "gpu"}) | (
+        changes or {}
+    )
 
 
 def fake_steps(rng: np.random.Generator, n_tokens: int, accept: float, ranks: bool,
@@ -53,7 +53,7 @@ def fake_steps(rng: np.random.Generator, n_tokens: int, accept: float, ranks: bo
 def fake_turn(tokens: list[int], steps: list[StepRecord]) -> dict[str, Any]:
     decode = sum(s.t_draft + s.t_verify + s.t_update for s in steps)
     result = GenerationResult(tokens, "x" * len(tokens), 0.02, decode, steps, "length")
-    return R.generation_record(result)
+    return records.generation_record(result)
 
 
 def fake_record(rng: np.random.Generator, index: int, category: str, spec: dict[str, Any]
@@ -107,12 +107,12 @@ def write_run(
               "dtype": spec["dtype"], "device": spec["device"], "seed": spec["seed"],
               "max_new_tokens": spec["max_new_tokens"], "started": spec["started"],
               "config": config, **spec.get("manifest", {})}  # fmt: skip
-    R.write_json(run_dir / R.MANIFEST_FILE, R.manifest(fields, run_dir))
+    records.write_json(run_dir / records.MANIFEST_FILE, records.manifest(fields, run_dir))
     rng = np.random.default_rng(spec["seed"])
     for i in range(n_prompts):
-        R.append_prompt(run_dir, fake_record(rng, i, categories[i % len(categories)], spec))
+        records.append_prompt(run_dir, fake_record(rng, i, categories[i % len(categories)], spec))
     for i in range(spec["failed"]):
-        R.append_prompt(run_dir, {"id": f"{task}/f{i}", "category": categories[0],
+        records.append_prompt(run_dir, {"id": f"{task}/f{i}", "category": categories[0],
                                   "index": n_prompts + i, "status": "failed",
                                   "error": "RuntimeError: boom"})  # fmt: skip
     return run_dir
@@ -134,29 +134,29 @@ def results(tmp_path: Path) -> Path:
 
 
 def test_load_runs_finds_nested_folders_with_relative_ids(results: Path) -> None:
-    runs = F.load_runs(results)
+    runs = frames.load_runs(results)
     assert sorted(r.run_id for r in runs) == ["exp/0", "exp/1", "exp/2", "other/0"]
-    assert F.load_runs([results / "exp" / "1"])[0].run_id == "1"
+    assert frames.load_runs([results / "exp" / "1"])[0].run_id == "1"
     with pytest.raises(FileNotFoundError):
-        F.load_runs(results / "exp" / "missing")
+        frames.load_runs(results / "exp" / "missing")
 
 
 def test_runs_frame_reuses_metric_definitions(results: Path) -> None:
-    runs = F.load_runs(results)
-    df = F.runs_frame(runs).set_index("run_id")
+    runs = frames.load_runs(results)
+    df = frames.runs_frame(runs).set_index("run_id")
     for run in runs:
         row = df.loc[run.run_id]
-        assert row["speedup"] == pytest.approx(M.speedup(run.ok))
-        assert row["mat"] == pytest.approx(M.mat(run.ok))
+        assert row["speedup"] == pytest.approx(metrics.speedup(run.ok))
+        assert row["mat"] == pytest.approx(metrics.mat(run.ok))
         assert row["n_prompts"] == len(run.ok)
         assert row["mat_ci_low"] <= row["mat"] <= row["mat_ci_high"]
         assert row["speedup_ci_low"] <= row["speedup"] <= row["speedup_ci_high"]
     assert df.loc["exp/1", "n_failed"] == 1
-    assert df.loc["exp/0", "score"] == pytest.approx(M.mean_score(runs[0].ok, "nonempty"))
+    assert df.loc["exp/0", "score"] == pytest.approx(metrics.mean_score(runs[0].ok, "nonempty"))
 
 
 def test_labels_name_the_non_default_hyperparameters(results: Path) -> None:
-    df = F.runs_frame(F.load_runs(results)).set_index("run_id")
+    df = frames.runs_frame(frames.load_runs(results)).set_index("run_id")
     assert df.loc["exp/1", "label"] == "RACER"
     assert df.loc["exp/2", "label"] == "RACER [logit_source=last]"
     assert df.loc["exp/2", "method.logit_source"] == "last"
@@ -165,15 +165,15 @@ def test_labels_name_the_non_default_hyperparameters(results: Path) -> None:
 
 def test_family_drops_the_capacity(tmp_path: Path) -> None:
     write_run(tmp_path, "a", "racer", method_cfg={"capacity": 15, "lru": False})
-    df = F.runs_frame(F.load_runs(tmp_path))
+    df = frames.runs_frame(frames.load_runs(tmp_path))
     assert df.loc[0, "label"] == "RACER [capacity=15, lru=false]"
     assert df.loc[0, "family"] == "RACER [lru=false]"
     assert df.loc[0, "capacity"] == 15
 
 
 def test_prompts_frame_has_one_row_per_prompt_line(results: Path) -> None:
-    runs = F.load_runs(results)
-    df = F.prompts_frame(runs)
+    runs = frames.load_runs(results)
+    df = frames.prompts_frame(runs)
     assert len(df) == sum(len(r.records) for r in runs)
     failed = df[df["status"] == "failed"]
     assert len(failed) == 1 and math.isnan(failed["speedup"].iloc[0])
@@ -183,34 +183,36 @@ def test_prompts_frame_has_one_row_per_prompt_line(results: Path) -> None:
     assert set(spec.loc[spec["category"] == "qa", "group"]) == {"qa"}
     run = next(r for r in runs if r.run_id == "exp/0")
     first = df[(df["run_id"] == "exp/0") & (df["index"] == 0)].iloc[0]
-    assert first["speedup"] == pytest.approx(M.speedup(run.ok[:1]))
+    assert first["speedup"] == pytest.approx(metrics.speedup(run.ok[:1]))
 
 
 def test_categories_frame_merges_mt_bench(results: Path) -> None:
-    runs = [r for r in F.load_runs(results) if r.task == "spec_bench"]
-    groups = F.categories_frame(runs).set_index("category")
+    runs = [r for r in frames.load_runs(results) if r.task == "spec_bench"]
+    groups = frames.categories_frame(runs).set_index("category")
     assert set(groups.index) == {"multi_turn", "translation", "qa", "summarization", "rag"}
     assert groups["n_prompts"].sum() == 12
     assert groups.loc["multi_turn", "n_prompts"] == 4
-    raw = F.categories_frame(runs, level="category")
+    raw = frames.categories_frame(runs, level="category")
     assert set(raw["category"]) == set(SPEC_CATEGORIES)
     with pytest.raises(ValueError, match="level"):
-        F.categories_frame(runs, level="task")
+        frames.categories_frame(runs, level="task")
 
 
 def test_hist_and_ranks_frames_count_every_step(results: Path) -> None:
-    runs = F.load_runs(results)
-    hist = F.hist_frame(runs)
+    runs = frames.load_runs(results)
+    hist = frames.hist_frame(runs)
     for run in runs:
         rows = hist[hist["run_id"] == run.run_id]
         assert dict(zip(rows["n_accepted"], rows["steps"], strict=True)) == (
-            M.acceptance_histogram(run.ok)
+            metrics.acceptance_histogram(run.ok)
         )
         assert rows["share"].sum() == pytest.approx(1.0)
-    ranks = F.ranks_frame(runs)
+    ranks = frames.ranks_frame(runs)
     assert set(ranks["run_id"]) == {"exp/1", "exp/2"}  # only RACER fakes record ranks
     run = next(r for r in runs if r.run_id == "exp/1")
-    n_ranks = sum(len(s) for r in run.ok for s in M.step_column(r, "method", "accepted_ranks"))
+    n_ranks = sum(
+        len(s) for r in run.ok for s in metrics.step_column(r, "method", "accepted_ranks")
+    )
     assert ranks[ranks["run_id"] == "exp/1"]["count"].sum() == n_ranks
 
 
@@ -221,26 +223,26 @@ def test_hist_and_ranks_frames_count_every_step(results: Path) -> None:
 def test_refuses_to_pair_different_setups(tmp_path: Path, change: dict, key: str) -> None:
     write_run(tmp_path, "a")
     write_run(tmp_path, "b", **change)
-    with pytest.raises(F.IncompatibleRunsError, match=key) as info:
-        F.load_runs(tmp_path)
+    with pytest.raises(frames.IncompatibleRunsError, match=key) as info:
+        frames.load_runs(tmp_path)
     assert "a" in str(info.value) and "b" in str(info.value)
-    assert len(F.load_runs(tmp_path, check=False)) == 2
+    assert len(frames.load_runs(tmp_path, check=False)) == 2
 
 
 def test_max_new_tokens_must_agree_within_a_task_only(tmp_path: Path) -> None:
     write_run(tmp_path, "a", "pld", "tiny")
     write_run(tmp_path, "b", "pld", "humaneval", ("humaneval",), max_new_tokens=16)
-    assert len(F.load_runs(tmp_path)) == 2
+    assert len(frames.load_runs(tmp_path)) == 2
     write_run(tmp_path, "c", "racer", "tiny", max_new_tokens=16)
-    with pytest.raises(F.IncompatibleRunsError, match=r"max_new_tokens \(task tiny\)"):
-        F.load_runs(tmp_path)
+    with pytest.raises(frames.IncompatibleRunsError, match=r"max_new_tokens \(task tiny\)"):
+        frames.load_runs(tmp_path)
 
 
 def test_incomplete_runs_are_skipped_unless_asked(tmp_path: Path) -> None:
     write_run(tmp_path, "a")
-    (write_run(tmp_path, "b") / F.INCOMPLETE_FILE).write_text("stopped\n")
-    assert [r.run_id for r in F.load_runs(tmp_path)] == ["a"]
-    runs = F.load_runs(tmp_path, include_incomplete=True)
+    (write_run(tmp_path, "b") / frames.INCOMPLETE_FILE).write_text("stopped\n")
+    assert [r.run_id for r in frames.load_runs(tmp_path)] == ["a"]
+    runs = frames.load_runs(tmp_path, include_incomplete=True)
     assert [r.incomplete for r in runs] == [False, True]
 
 
@@ -248,23 +250,29 @@ def test_latest_runs_keeps_the_newest_rerun(tmp_path: Path) -> None:
     write_run(tmp_path, "old", started="2026-01-01T00:00:00")
     write_run(tmp_path, "new", started="2026-02-01T00:00:00", seed=1)
     write_run(tmp_path, "other", "racer")
-    kept = F.latest_runs(F.load_runs(tmp_path))
+    kept = frames.latest_runs(frames.load_runs(tmp_path))
     assert sorted(r.run_id for r in kept) == ["new", "other"]
 
 
 def test_asd_runs_carry_strict_comparison(tmp_path: Path) -> None:
     write_run(tmp_path, "asd", "pld", "gsm8k", ("gsm8k",), 6, verifier="asd", strict=True,
               verifier_cfg={"budget": 4.0})  # fmt: skip
-    run = F.load_runs(tmp_path)[0]
-    row = F.runs_frame([run]).iloc[0]
+    run = frames.load_runs(tmp_path)[0]
+    row = frames.runs_frame([run]).iloc[0]
     assert row["label"] == "PLD + ASD [budget=4.0]"
     assert row["verifier.budget"] == 4.0
-    assert row["gain_vs_strict"] == pytest.approx(M.speedup(run.ok, "method", "strict") - 1)
-    assert row["divergence"] == pytest.approx(1 - M.identical_rate(run.ok, "method", "strict"))
-    decode_gain = M.decode_tokens_per_s(run.ok, "method") / M.decode_tokens_per_s(run.ok, "strict")
+    assert row["gain_vs_strict"] == pytest.approx(metrics.speedup(run.ok, "method", "strict") - 1)
+    assert row["divergence"] == pytest.approx(
+        1 - metrics.identical_rate(run.ok, "method", "strict")
+    )
+    decode_gain = metrics.decode_tokens_per_s(run.ok, "method") / metrics.decode_tokens_per_s(
+        run.ok, "strict"
+    )
     assert row["decode_gain_vs_strict"] == pytest.approx(decode_gain - 1)
-    assert row["strict_score"] == pytest.approx(M.mean_score(run.ok, "accuracy", "strict_score"))
-    prompts = F.prompts_frame([run])
+    assert row["strict_score"] == pytest.approx(
+        metrics.mean_score(run.ok, "accuracy", "strict_score")
+    )
+    prompts = frames.prompts_frame([run])
     assert {"strict_tokens_per_s", "strict_score", "gain_vs_strict"} <= set(prompts.columns)
 
 
@@ -273,6 +281,6 @@ def test_retrieval_accept_share_caps_each_step_at_its_accepted_nodes() -> None:
     at most that step's accepted nodes, so the share stays a share."""
     steps = {"n_accepted": [2, 1], "accepted_retrieval": [2, 3]}
     record = {"method": {"turns": [{"tokens": [1] * 5, "steps": steps}]}}
-    assert M.retrieval_accept_share([record]) == 1.0
+    assert metrics.retrieval_accept_share([record]) == 1.0
     steps["accepted_retrieval"] = [1, 0]
-    assert M.retrieval_accept_share([record]) == pytest.approx(1 / 3)
+    assert metrics.retrieval_accept_share([record]) == pytest.approx(1 / 3)

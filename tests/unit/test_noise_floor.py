@@ -7,7 +7,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from racer_bench.analysis import frames as F
+from racer_bench.analysis import frames
 from racer_bench.analysis.tables import build_tables
 from racer_bench.analysis.tables.noise import AA_NAME, noise_floor, tied
 from racer_bench.analysis.tables.papers import ordering_note, rank_text
@@ -49,7 +49,7 @@ def test_the_main_table_shows_the_aa_row_first_and_states_its_floor(tmp_path: Pa
     for i, method in enumerate(("ar", "pld", "racer")):
         write_run(tmp_path, method, method, "spec_bench", SPEC_CATEGORIES, 6, seed=i,
                   accept=0.0 if method == "ar" else 1.0)  # fmt: skip
-    built = {t.key: t for t in build_tables(F.load_runs(tmp_path))}
+    built = {t.key: t for t in build_tables(frames.load_runs(tmp_path))}
     main = built["main"]
     assert [row[0] for row in main.rows] == [AA_NAME, "PLD", "RACER"]
     assert any(note.startswith(f"{AA_NAME}: ") and "noise floor, ±" in note for note in main.notes)

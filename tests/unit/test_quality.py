@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from racer_bench.analysis import quality as Q
+from racer_bench.analysis import quality
 from racer_bench.tasks.scoring import boxed_answers_agree, numeric_answers_agree
 
 
@@ -14,45 +14,49 @@ def record(method: list[list[int]], strict: list[list[int]], lp=None, slp=None, 
     def mode(turns, logprobs):
         out = [{"tokens": t} for t in turns]
         for turn, value in zip(out, logprobs or [], strict=False):
-            turn[Q.LOGPROB_KEY] = value
+            turn[quality.LOGPROB_KEY] = value
         return {"turns": out}
 
     return {"method": mode(method, lp), "strict": mode(strict, slp), **extra}
 
 
 def test_first_divergence_is_a_share_of_the_output():
-    assert Q.first_divergence([1, 2, 3, 4], [1, 2, 3, 4]) == 1.0
-    assert Q.first_divergence([1, 2, 9, 4], [1, 2, 3, 4]) == 0.5
-    assert Q.first_divergence([9, 2], [1, 2]) == 0.0
-    assert Q.first_divergence([1, 2], [1, 2, 3, 4]) == 1.0  # stopped first: all it wrote agrees
-    assert Q.first_divergence([1, 2, 3, 4], [1, 2]) == 0.5
-    assert Q.first_divergence([], [1]) == 0.0
+    assert quality.first_divergence([1, 2, 3, 4], [1, 2, 3, 4]) == 1.0
+    assert quality.first_divergence([1, 2, 9, 4], [1, 2, 3, 4]) == 0.5
+    assert quality.first_divergence([9, 2], [1, 2]) == 0.0
+    assert (
+        quality.first_divergence([1, 2], [1, 2, 3, 4]) == 1.0
+    )  # stopped first: all it wrote agrees
+    assert quality.first_divergence([1, 2, 3, 4], [1, 2]) == 0.5
+    assert quality.first_divergence([], [1]) == 0.0
 
 
 def test_first_divergence_concatenates_turns():
     r = record([[1, 2], [3, 4]], [[1, 2], [3, 5]])
-    assert Q.record_first_divergence(r) == 0.75
+    assert quality.record_first_divergence(r) == 0.75
 
 
 def test_logprob_gap_is_mean_per_token_difference():
     r = record([[1, 2]], [[1, 2, 3, 4]], lp=[-2.0], slp=[-2.0])
-    assert Q.mean_logprob(r, "method") == -1.0
-    assert Q.logprob_gap(r) == pytest.approx(-1.0 + 0.5)
+    assert quality.mean_logprob(r, "method") == -1.0
+    assert quality.logprob_gap(r) == pytest.approx(-1.0 + 0.5)
     same = record([[1, 2], [3]], [[1, 2], [3]], lp=[-1.25, -0.5], slp=[-1.25, -0.5])
-    assert Q.logprob_gap(same) == 0.0
+    assert quality.logprob_gap(same) == 0.0
 
 
 def test_logprob_gap_not_measured_without_the_field():
-    assert math.isnan(Q.logprob_gap(record([[1]], [[1]])))
-    assert math.isnan(Q.logprob_gap(record([[1], [2]], [[1], [2]], lp=[-1.0], slp=[-1.0, -1.0])))
+    assert math.isnan(quality.logprob_gap(record([[1]], [[1]])))
+    assert math.isnan(
+        quality.logprob_gap(record([[1], [2]], [[1], [2]], lp=[-1.0], slp=[-1.0, -1.0]))
+    )
 
 
 def test_agreement_reads_the_record():
-    assert Q.agreement({"agreement": 1.0}) == 1.0
-    assert Q.agreement({"agreement": 0.0}) == 0.0
-    assert math.isnan(Q.agreement({"agreement": None}))
-    assert math.isnan(Q.agreement({}))
-    assert Q.measured([1.0, math.nan, 0.0]) == [1.0, 0.0]
+    assert quality.agreement({"agreement": 1.0}) == 1.0
+    assert quality.agreement({"agreement": 0.0}) == 0.0
+    assert math.isnan(quality.agreement({"agreement": None}))
+    assert math.isnan(quality.agreement({}))
+    assert quality.measured([1.0, math.nan, 0.0]) == [1.0, 0.0]
 
 
 def test_numeric_answers_agree_on_the_final_number():
@@ -71,10 +75,10 @@ def test_boxed_answers_agree_under_math_verify():
 
 
 def test_repeated_ngram_share_counts_ngrams_that_repeat_an_earlier_one() -> None:
-    assert Q.repeated_ngram_share([1, 2, 3, 4, 5, 6]) == 0.0
-    assert Q.repeated_ngram_share([7, 7, 7, 7, 7, 7, 7]) == pytest.approx(3 / 4)
-    assert Q.repeated_ngram_share([1, 2, 1, 2, 1], n=2) == pytest.approx(2 / 4)
-    assert Q.repeated_ngram_share([1, 2]) == 0.0  # shorter than n
+    assert quality.repeated_ngram_share([1, 2, 3, 4, 5, 6]) == 0.0
+    assert quality.repeated_ngram_share([7, 7, 7, 7, 7, 7, 7]) == pytest.approx(3 / 4)
+    assert quality.repeated_ngram_share([1, 2, 1, 2, 1], n=2) == pytest.approx(2 / 4)
+    assert quality.repeated_ngram_share([1, 2]) == 0.0  # shorter than n
 
 
 def test_asd_repetition_script_compares_lossy_outputs_with_strict(tmp_path, capsys) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from racer_bench.analysis import metrics as M
+from racer_bench.analysis import metrics
 from racer_bench.analysis.records import repeat_id
 from racer_bench.run.runner import prompts_to_run
 from racer_bench.tasks.base import Prompt
@@ -30,7 +30,7 @@ def test_prompts_run_repeat_major_and_skip_what_is_done() -> None:
 
 def test_the_speedup_of_each_repeat() -> None:
     records = [record(0, 0, 1.0, 2.0), record(1, 0, 1.0, 2.0), record(0, 1, 2.0, 2.0)]
-    assert M.speedup_per_repeat(records) == [2.0, 1.0]
+    assert metrics.speedup_per_repeat(records) == [2.0, 1.0]
 
 
 def test_an_interval_over_repeats_is_wider_when_repeats_disagree() -> None:
@@ -40,7 +40,7 @@ def test_an_interval_over_repeats_is_wider_when_repeats_disagree() -> None:
     drift = [
         record(i, r, (1.0 + 0.01 * i) * (1.0 + 0.3 * r), 2.0) for r in range(3) for i in range(6)
     ]
-    width = [np.diff(M.speedup_ci(rs)).item() for rs in (agree, drift)]
+    width = [np.diff(metrics.speedup_ci(rs)).item() for rs in (agree, drift)]
     assert width[1] > 5 * width[0]
 
 
@@ -49,4 +49,4 @@ def test_one_repeat_keeps_the_prompt_bootstrap() -> None:
     before, so their saved intervals still recompute."""
     records = [record(i, 0, 1.0 + 0.1 * i, 2.0) for i in range(5)]
     old_style = [{k: v for k, v in r.items() if k != "repeat"} for r in records]
-    assert M.speedup_ci(records) == M.speedup_ci(old_style)
+    assert metrics.speedup_ci(records) == metrics.speedup_ci(old_style)

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from racer_bench.analysis import records as R
+from racer_bench.analysis import records
 from racer_bench.errors import ConfigError
 from racer_bench.run import runlock
 from tests.conftest import REPO
@@ -24,17 +24,19 @@ def record(i: int, status: str = "ok", size: int = 40) -> dict:
 
 def test_loader_never_reads_a_torn_line_and_repair_keeps_it(tmp_path):
     for i in range(3):
-        R.append_prompt(tmp_path, record(i))
-    full = (tmp_path / R.PROMPTS_FILE).read_bytes()
+        records.append_prompt(tmp_path, record(i))
+    full = (tmp_path / records.PROMPTS_FILE).read_bytes()
     second_end = full.index(b"\n", full.index(b"\n") + 1) + 1
     for cut in range(second_end, len(full) + 1):  # every way the third write can be torn
-        path = tmp_path / R.PROMPTS_FILE
+        path = tmp_path / records.PROMPTS_FILE
         path.write_bytes(full[:cut])
         for old in tmp_path.glob("*.torn-*"):
             old.unlink()
         whole = cut == len(full)
-        assert [r["id"] for r in R.load_prompts(tmp_path)] == ["p/0", "p/1", "p/2"][: 2 + whole]
-        copy = R.drop_torn_tail(tmp_path)
+        assert [r["id"] for r in records.load_prompts(tmp_path)] == ["p/0", "p/1", "p/2"][
+            : 2 + whole
+        ]
+        copy = records.drop_torn_tail(tmp_path)
         assert (copy is None) == (whole or cut == second_end)
         if copy is not None:
             assert copy.read_bytes() == full[second_end:cut]
@@ -42,22 +44,22 @@ def test_loader_never_reads_a_torn_line_and_repair_keeps_it(tmp_path):
 
 
 def test_every_torn_tail_is_kept(tmp_path):
-    path = tmp_path / R.PROMPTS_FILE
+    path = tmp_path / records.PROMPTS_FILE
     for n in (1, 2):
         path.write_bytes(b'{"id": "p/0"}\n{"id": "p/1", "te')
-        assert R.drop_torn_tail(tmp_path) == tmp_path / f"{R.PROMPTS_FILE}.torn-{n}"
-    assert R.end_of_last_line(path, path.stat().st_size, chunk=3) == path.stat().st_size
+        assert records.drop_torn_tail(tmp_path) == tmp_path / f"{records.PROMPTS_FILE}.torn-{n}"
+    assert records.end_of_last_line(path, path.stat().st_size, chunk=3) == path.stat().st_size
 
 
 def test_a_redone_prompt_replaces_its_failed_line(tmp_path):
-    R.append_prompt(tmp_path, record(0))
-    R.append_prompt(tmp_path, record(1, "failed"))
-    R.append_prompt(tmp_path, record(2))
-    R.append_prompt(tmp_path, record(1))  # a resumed run redid it
-    assert [(r["id"], r["status"]) for r in R.load_prompts(tmp_path)] == [
+    records.append_prompt(tmp_path, record(0))
+    records.append_prompt(tmp_path, record(1, "failed"))
+    records.append_prompt(tmp_path, record(2))
+    records.append_prompt(tmp_path, record(1))  # a resumed run redid it
+    assert [(r["id"], r["status"]) for r in records.load_prompts(tmp_path)] == [
         ("p/0", "ok"), ("p/1", "ok"), ("p/2", "ok")
     ]  # fmt: skip
-    assert R.finished_ids(tmp_path) == {"p/0", "p/1", "p/2"}
+    assert records.finished_ids(tmp_path) == {"p/0", "p/1", "p/2"}
 
 
 def test_ctrl_c_during_an_append_lands_after_the_line(tmp_path, monkeypatch):
@@ -72,11 +74,11 @@ def test_ctrl_c_during_an_append_lands_after_the_line(tmp_path, monkeypatch):
             return real_write(fd, data[: len(data) // 2])
         return real_write(fd, data)
 
-    monkeypatch.setattr(R.os, "write", slow_write)
+    monkeypatch.setattr(records.os, "write", slow_write)
     with pytest.raises(KeyboardInterrupt):
-        R.append_prompt(tmp_path, record(0, size=1000))
+        records.append_prompt(tmp_path, record(0, size=1000))
     assert len(calls) == 2  # the rest of the line was written before the interrupt
-    line = (tmp_path / R.PROMPTS_FILE).read_bytes()
+    line = (tmp_path / records.PROMPTS_FILE).read_bytes()
     assert line.endswith(b"\n") and json.loads(line)["id"] == "p/0"
 
 
@@ -124,11 +126,11 @@ def test_sigkill_mid_append_tears_at_most_the_last_line(tmp_path):
         if pid == 0:  # the writer: no torch, no threads, just appends
             try:
                 for i in range(100):
-                    R.append_prompt(run_dir, record_of(i, text))
+                    records.append_prompt(run_dir, record_of(i, text))
             finally:
                 os._exit(0)
         target = rng.randint(1, 2)  # kill while record `target` is being written
-        path, deadline = run_dir / R.PROMPTS_FILE, time.monotonic() + 60
+        path, deadline = run_dir / records.PROMPTS_FILE, time.monotonic() + 60
         while time.monotonic() < deadline:
             size = path.stat().st_size if path.exists() else 0
             if (size > target * line_size and size % line_size) or size >= (target + 1) * line_size:
@@ -137,8 +139,10 @@ def test_sigkill_mid_append_tears_at_most_the_last_line(tmp_path):
         os.waitpid(pid, 0)
         size = path.stat().st_size
         whole, torn = divmod(size, line_size)
-        assert [r["id"] for r in R.load_prompts(run_dir)] == [f"p/{i:03d}" for i in range(whole)]
-        copy = R.drop_torn_tail(run_dir)
+        assert [r["id"] for r in records.load_prompts(run_dir)] == [
+            f"p/{i:03d}" for i in range(whole)
+        ]
+        copy = records.drop_torn_tail(run_dir)
         assert (copy is not None) == bool(torn)
         assert path.stat().st_size == whole * line_size
         torn_trials += bool(torn)

@@ -15,8 +15,8 @@ import pytest
 
 from racer_bench.errors import ConfigError
 from racer_bench.run.setup import check_native
+from racer_bench.vllm_backend.offline import inside_vllm, keeps_state, speculative_config
 from racer_bench.vllm_backend.peers import VllmBuiltin
-from racer_bench.vllm_backend.run import inside_vllm, keeps_state, speculative_config
 from tests.conftest import REPO
 
 

@@ -7,13 +7,13 @@ from __future__ import annotations
 import json
 import math
 
-from racer_bench.analysis import metrics as M
+from racer_bench.analysis import metrics
 from racer_bench.analysis.batches import ar_agreement, batch_block, request_mats, timed_batches
 from racer_bench.analysis.summary import summarize_batches
 from racer_bench.tasks.base import Prompt
 from racer_bench.vllm_backend.batching import PlannedBatch
-from racer_bench.vllm_backend.records import turn_record
-from racer_bench.vllm_backend.run import prompt_record
+from racer_bench.vllm_backend.offline import prompt_record
+from racer_bench.vllm_backend.step_records import turn_record
 
 
 class NoScore:
@@ -101,7 +101,7 @@ def test_the_summary_gives_batches_and_per_request_acceptance():
 def test_request_mats_skip_lines_without_a_step():
     empty = {"method": {"turns": [turn_record([1], "", 1.0, "length", [])]}}
     assert request_mats([empty, line("a", 1, 0, 0, (1,), 1.0, 1.0)]) == [2.0]
-    assert math.isnan(M.mat([empty]))
+    assert math.isnan(metrics.mat([empty]))
 
 
 def test_ar_agreement_counts_each_prompt_once(tmp_path):

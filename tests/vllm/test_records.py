@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import math
 
-from racer_bench.analysis import metrics as M
-from racer_bench.vllm_backend.records import steps_from_counts, steps_from_notes, turn_record
+from racer_bench.analysis import metrics
+from racer_bench.vllm_backend.step_records import steps_from_counts, steps_from_notes, turn_record
 
 
 def test_counts_fill_the_steps_without_a_draft_and_commit_every_token():
@@ -36,7 +36,7 @@ def test_per_position_acceptance_divides_by_drafting_steps():
     steps = [{"n_draft": 3, "n_accepted": 2}, {"n_draft": 3, "n_accepted": 0},
              {"n_draft": 0, "n_accepted": 0}, {"n_draft": 3, "n_accepted": 3}]  # fmt: skip
     record = {"method": {"turns": [turn_record([1] * 9, "", 1.0, "eos", steps)]}}
-    assert M.acceptance_at_least([record], "method", 3) == [2 / 3, 2 / 3, 1 / 3]
-    assert M.mat([record]) == (3 + 1 + 1 + 4) / 4
+    assert metrics.acceptance_at_least([record], "method", 3) == [2 / 3, 2 / 3, 1 / 3]
+    assert metrics.mat([record]) == (3 + 1 + 1 + 4) / 4
     empty = {"method": {"turns": [turn_record([1], "", 1.0, "eos", [])]}}
-    assert all(math.isnan(v) for v in M.acceptance_at_least([empty], "method", 2))
+    assert all(math.isnan(v) for v in metrics.acceptance_at_least([empty], "method", 2))

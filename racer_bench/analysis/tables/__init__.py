@@ -31,7 +31,7 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from racer_bench.analysis import frames as F
+from racer_bench.analysis import frames as run_frames
 from racer_bench.analysis.tables.ablation import ablation_table
 from racer_bench.analysis.tables.asd import asd_table
 from racer_bench.analysis.tables.categories import spec_bench_categories_table
@@ -52,26 +52,28 @@ HOME_EXPERIMENTS = {
 }
 
 
-def table_runs(runs: Sequence[F.Run], table: str, newest: bool) -> list[F.Run]:
+def table_runs(runs: Sequence[run_frames.Run], table: str, newest: bool) -> list[run_frames.Run]:
     """The runs ``table`` is built from: its home experiment's, else all; newest reruns only."""
     home = HOME_EXPERIMENTS.get(table)
     chosen = [r for r in runs if home and r.config.get("experiment_name") == home] or list(runs)
-    return F.latest_runs(chosen) if newest else chosen
+    return run_frames.latest_runs(chosen) if newest else chosen
 
 
-def build_tables(runs: Sequence[F.Run], paper: bool = True, newest: bool = True) -> list[Table]:
+def build_tables(
+    runs: Sequence[run_frames.Run], paper: bool = True, newest: bool = True
+) -> list[Table]:
     """Every table the runs have data for (``newest``: reruns replace older runs)."""
 
-    def frames(table: str) -> tuple[list[F.Run], pd.DataFrame]:
+    def frames(table: str) -> tuple[list[run_frames.Run], pd.DataFrame]:
         chosen = table_runs(runs, table, newest)
-        return chosen, F.runs_frame(chosen)
+        return chosen, run_frames.runs_frame(chosen)
 
     main_runs, main_df = frames("main")
     cat_runs, cat_df = frames("spec_bench_categories")
     tables = [
-        main_table(main_df, F.categories_frame(main_runs), paper),
+        main_table(main_df, run_frames.categories_frame(main_runs), paper),
         speed_table(main_df),
-        spec_bench_categories_table(cat_df, F.categories_frame(cat_runs, "category")),
+        spec_bench_categories_table(cat_df, run_frames.categories_frame(cat_runs, "category")),
         ablation_table(frames("ablation")[1], paper),
         logitspec_table(frames("logitspec")[1], paper),
         asd_table(frames("asd")[1], paper),

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from racer_bench.analysis import names
-from racer_bench.analysis import paper_numbers as PN
+from racer_bench.analysis import names, paper_numbers
 from racer_bench.analysis.tables.cells import DASH, num, speed_cell
 from racer_bench.analysis.tables.context import context_notes
 from racer_bench.analysis.tables.papers import RACER_ABLATION_MAT, ordering_note
@@ -34,7 +33,7 @@ def ablation_table(runs_df: pd.DataFrame, paper: bool) -> Table | None:
     for task in tasks:
         name = names.task_name(task)
         header += [f"{name}: speedup (MAT)", f"{name}: retrieval hit"]
-    header += [f"{PN.column('racer')}: MAT (Spec-Bench)"] if paper else []
+    header += [f"{paper_numbers.column('racer')}: MAT (Spec-Bench)"] if paper else []
     rows = []
     for name, variant in present:
         cells = [name, variant or "defaults"]
@@ -59,7 +58,7 @@ def ablation_table(runs_df: pd.DataFrame, paper: bool) -> Table | None:
         "RACER ablations",
         header,
         rows,
-        notes + PN.citations(["racer"] if paper else []),
+        notes + paper_numbers.citations(["racer"] if paper else []),
     )
 
 

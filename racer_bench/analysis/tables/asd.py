@@ -9,8 +9,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from racer_bench.analysis import names
-from racer_bench.analysis import paper_numbers as PN
+from racer_bench.analysis import names, paper_numbers
 from racer_bench.analysis.plots import asd_label, pareto_front
 from racer_bench.analysis.tables.cells import DASH, num
 from racer_bench.analysis.tables.context import context_notes
@@ -62,7 +61,7 @@ def asd_comparison_notes(df: pd.DataFrame) -> list[str]:
     )
     return [
         f"At the paper's frozen setting B=8 g=0.25 M=2, ours: {ours}; "
-        f"{PN.column('asd')}: {ASD_REPORTED['gain'].text}, MAT "
+        f"{paper_numbers.column('asd')}: {ASD_REPORTED['gain'].text}, MAT "
         f"{ASD_REPORTED['mat'].text}. {ASD_WHY}"
     ]
 
@@ -136,14 +135,17 @@ def asd_table(runs_df: pd.DataFrame, paper: bool) -> Table | None:
     df = runs_df.dropna(subset=["gain_vs_strict"])
     header = list(ASD_HEADER)
     if paper:
-        header += [f"{PN.column('asd')}: {h}" for h in ("gain", "MAT", "accuracy Δ", "divergence")]
+        header += [
+            f"{paper_numbers.column('asd')}: {h}"
+            for h in ("gain", "MAT", "accuracy Δ", "divergence")
+        ]
     rows, shown = [], []
     for _, task_df in df.groupby("task", sort=False):
         shown.append(asd_rows(task_df))
         for _, row in shown[-1].iterrows():
             rows.append(asd_cells(row) + (asd_paper_cells(row) if paper else []))
     notes = [ASD_NOTE, *context_notes(pd.concat(shown), asd_row_name)]
-    notes += PN.citations(["asd"] if paper else [])
+    notes += paper_numbers.citations(["asd"] if paper else [])
     notes += asd_comparison_notes(df) if paper else []
     return Table("asd", "Approximate speculative decoding (lossy) vs strict greedy", header,
                  rows, notes)  # fmt: skip

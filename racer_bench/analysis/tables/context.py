@@ -7,8 +7,7 @@ from collections.abc import Callable
 
 import pandas as pd
 
-from racer_bench.analysis import frames as F
-from racer_bench.analysis import names
+from racer_bench.analysis import frames, names
 
 
 def row_name(row: pd.Series) -> str:
@@ -30,7 +29,7 @@ def setting_groups(df: pd.DataFrame) -> list[tuple[str, str, pd.DataFrame]]:
     """The runs of ``df`` per (hardware fingerprint, engine): ``(label, engine, runs)``."""
     columns = [c for c in SETTING_KEYS if c in df]
     if len(columns) < len(SETTING_KEYS):  # frames without the columns: nothing recorded
-        return [(F.NOT_RECORDED_HARDWARE, F.NOT_RECORDED_ENGINE, df)]
+        return [(frames.NOT_RECORDED_HARDWARE, frames.NOT_RECORDED_ENGINE, df)]
     keyed = df[SETTING_KEYS].fillna("").astype(str)
     return [
         (label, engine, df.loc[group.index])
@@ -45,7 +44,7 @@ def setting_text(df: pd.DataFrame) -> str:
 
 def engine_words(engine: str) -> str:
     """``fast engine``; the not-recorded marker as it is."""
-    return engine if engine == F.NOT_RECORDED_ENGINE else f"{engine} engine"
+    return engine if engine == frames.NOT_RECORDED_ENGINE else f"{engine} engine"
 
 
 def mixing_note(df: pd.DataFrame, name: Callable[[pd.Series], str] = row_name) -> str | None:

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from racer_bench.analysis import names
-from racer_bench.analysis import paper_numbers as PN
+from racer_bench.analysis import names, paper_numbers
 from racer_bench.analysis.tables.cells import num
 from racer_bench.analysis.tables.context import context_notes
 from racer_bench.analysis.tables.papers import (
@@ -57,7 +56,11 @@ def logitspec_table(runs_df: pd.DataFrame, paper: bool) -> Table | None:
     for task in tasks:
         name = names.task_name(task)
         header += [f"{name}: speedup", f"{name}: MAT", f"{name}: retrieval success"]
-    header += [PN.column("logitspec"), f"{PN.column('racer')}: Spec-Bench"] if paper else []
+    header += (
+        [paper_numbers.column("logitspec"), f"{paper_numbers.column('racer')}: Spec-Bench"]
+        if paper
+        else []
+    )
     rows = [retrieval_cells(df, entry, tasks, paper) for entry in entries(df)]
     notes = [
         "Retrieval success = share of steps whose draft holds a retrieved node "
@@ -78,5 +81,5 @@ def logitspec_table(runs_df: pd.DataFrame, paper: bool) -> Table | None:
         "LogitSpec and retrieval-based drafting",
         header,
         rows,
-        notes + PN.citations(sources),
+        notes + paper_numbers.citations(sources),
     )

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from racer_bench.analysis import names
-from racer_bench.analysis import paper_numbers as PN
+from racer_bench.analysis import names, paper_numbers
 from racer_bench.analysis.plots import SPEC_BENCH_GROUPS
 from racer_bench.analysis.tables.cells import DASH, num, speed_cell
 from racer_bench.analysis.tables.context import (
@@ -48,7 +47,7 @@ def main_table(runs_df: pd.DataFrame, cats_df: pd.DataFrame, paper: bool) -> Tab
     header += ["Spec-Bench overall"] if "spec_bench" in set(df["task"]) else []
     header += [names.task_name(t) for t in tasks]
     sources = ["racer", "spec_bench"] if paper else []
-    header += [f"{PN.column(s)}: Spec-Bench overall" for s in sources]
+    header += [f"{paper_numbers.column(s)}: Spec-Bench overall" for s in sources]
     rows = []
     for method, scheduler in entries(shown):
         where = {"method": method, "scheduler": scheduler}
@@ -74,7 +73,7 @@ def main_table(runs_df: pd.DataFrame, cats_df: pd.DataFrame, paper: bool) -> Tab
         "Main results: speedup (MAT) per task and Spec-Bench category",
         header,
         rows,
-        notes + PN.citations(sources),
+        notes + paper_numbers.citations(sources),
     )
 
 

@@ -5,20 +5,19 @@ from __future__ import annotations
 
 import pandas as pd
 
-from racer_bench.analysis import names
-from racer_bench.analysis import paper_numbers as PN
+from racer_bench.analysis import names, paper_numbers
 from racer_bench.analysis.tables.cells import DASH
 from racer_bench.analysis.tables.noise import tied
 
-RACER_SPEC_BENCH = PN.table("racer_spec_bench")
-SPEC_BENCH_LEADERBOARD = PN.table("spec_bench_leaderboard")
-RACER_ABLATION_MAT = PN.table("racer_ablation_mat")
-LOGITSPEC_HEADLINE = PN.table("logitspec_headline")
-ASD_REPORTED = PN.table("asd_reported")
-ASD_FROZEN = PN.table("asd_frozen")
+RACER_SPEC_BENCH = paper_numbers.table("racer_spec_bench")
+SPEC_BENCH_LEADERBOARD = paper_numbers.table("spec_bench_leaderboard")
+RACER_ABLATION_MAT = paper_numbers.table("racer_ablation_mat")
+LOGITSPEC_HEADLINE = paper_numbers.table("logitspec_headline")
+ASD_REPORTED = paper_numbers.table("asd_reported")
+ASD_FROZEN = paper_numbers.table("asd_frozen")
 
 
-def reported(numbers: dict[str, PN.Reported] | None) -> str:
+def reported(numbers: dict[str, paper_numbers.Reported] | None) -> str:
     """A paper's ``speedup (MAT)`` cell from its reported numbers."""
     if not numbers:
         return DASH
@@ -65,9 +64,10 @@ def ordering_note(
     verdict = (
         "the same order" if not swapped else "a different order: ours has " + ", ".join(swapped)
     )
+    theirs = rank_text({n: reference[n] for n in shared}, pattern)
     return (
         f"Ordering by {what}: ours {rank_text({n: ours[n] for n in shared}, pattern, floor)}; "
-        f"{PN.column(source)} {rank_text({n: reference[n] for n in shared}, pattern)}: {verdict}."
+        f"{paper_numbers.column(source)} {theirs}: {verdict}."
     )
 
 
@@ -77,7 +77,9 @@ def spec_bench_speedups(df: pd.DataFrame) -> dict[str, float]:
     return {names.method_name(m): float(v) for m, v in spec[["method", "speedup"]].values}
 
 
-def reported_values(numbers: dict[str, dict[str, PN.Reported]], key: str) -> dict[str, float]:
+def reported_values(
+    numbers: dict[str, dict[str, paper_numbers.Reported]], key: str
+) -> dict[str, float]:
     """``{method label: value}`` of one reported metric, where the paper gives a number."""
     return {
         names.method_name(method): cell[key].value

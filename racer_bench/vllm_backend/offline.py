@@ -5,7 +5,7 @@ vLLM with the method (our drafter through ``custom_class`` and :mod:`.plugin`, o
 own proposers). For each batch size the prompts are cut into batches of that size and every
 batch runs on both engines back to back, the order alternating, so machine noise hits both
 alike. Each (prompt, batch size) becomes one line of ``prompts.jsonl`` in the native record
-shape (:mod:`.records`), so the same metrics, summaries and tables serve both backends.
+shape (:mod:`.step_records`), so the same metrics, summaries and tables serve both backends.
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 from tqdm.auto import tqdm
 
-from racer_bench.analysis import metrics as M
-from racer_bench.analysis import records as R
+from racer_bench.analysis import metrics as run_metrics
+from racer_bench.analysis import records
 from racer_bench.analysis.summary import summarize_batches
 from racer_bench.config.construct import construct, task_max_new_tokens
 from racer_bench.engine.drafter import Drafter, runs_on
@@ -36,8 +36,7 @@ from racer_bench.run.setup import model_key
 from racer_bench.system import hardware
 from racer_bench.tasks.base import Prompt, Task
 from racer_bench.tasks.conversation import conversations
-from racer_bench.vllm_backend import cpu as C
-from racer_bench.vllm_backend import records as V
+from racer_bench.vllm_backend import cpu, step_records
 from racer_bench.vllm_backend.batching import PlannedBatch, plan_batches, plan_summary
 from racer_bench.vllm_backend.compat import INSTALL_HINT, SUPPORTED_VLLM, is_supported
 from racer_bench.vllm_backend.peers import VllmBuiltin
@@ -124,14 +123,14 @@ def engine_settings(cfg: DictConfig, target: Any) -> dict[str, Any]:
         fp = hardware.fingerprint()
         return {"dtype": dtype, "dtype_why": f"backend.dtype={requested} on a GPU",
                 "dtype_source": None, "threads": None, "env": {}, "hardware": fp}  # fmt: skip
-    cores = C.one_per_core(C.usable_cpu_ids())
-    threads = C.thread_binding(str(backend.threads_bind), backend.reserved_cpus, cores,
+    cores = cpu.one_per_core(cpu.usable_cpu_ids())
+    threads = cpu.thread_binding(str(backend.threads_bind), backend.reserved_cpus, cores,
                                int(backend.tensor_parallel_size))  # fmt: skip
     fp = hardware.fingerprint(threads["omp_threads"])
     request = f"{cfg.get('engine', 'auto')}-{cfg.model.get('dtype', 'auto')}"
-    native, source = C.native_choice(cfg.paths.cache_dir, fp["id"], model_key(cfg), request,
+    native, source = cpu.native_choice(cfg.paths.cache_dir, fp["id"], model_key(cfg), request,
                                      threads["omp_threads"])  # fmt: skip
-    dtype, why = C.choose_dtype(requested, native, cfg.model.get("dtype"), fp["flags"])
+    dtype, why = cpu.choose_dtype(requested, native, cfg.model.get("dtype"), fp["flags"])
     return {"dtype": dtype, "dtype_why": why, "dtype_source": source,
             "threads": {k: v for k, v in threads.items() if k != "env"}, "env": threads["env"],
             "hardware": fp}  # fmt: skip
@@ -212,10 +211,10 @@ def turn_steps(completion: Any, notes: list[dict[str, Any]] | None) -> list[dict
     """Steps of one turn: our proposer's notes, else vLLM's counters, else AR steps."""
     n = len(completion.token_ids)
     if notes:
-        return V.steps_from_notes(notes, n)
+        return step_records.steps_from_notes(notes, n)
     metrics = getattr(completion, "spec_decode_metrics", None)
     counts = metrics.to_dict() if metrics is not None else {}
-    return V.counts_as_steps(counts.get("per_step_accepted", []),
+    return step_records.counts_as_steps(counts.get("per_step_accepted", []),
                              counts.get("per_step_drafted", []), n)  # fmt: skip
 
 
@@ -240,7 +239,7 @@ def generate_batch(llm: Any, prompts: Sequence[Prompt], task: Task, tokenizer: A
             done = result.outputs[0]
             tokens = list(done.token_ids)
             steps = turn_steps(done, notes.get(str(result.request_id)))
-            turn = V.turn_record(tokens, done.text, wall * len(tokens) / total,
+            turn = step_records.turn_record(tokens, done.text, wall * len(tokens) / total,
                                  stop_reason(done), steps)  # fmt: skip
             turns.append(turn | {"vllm_spec": spec_counts(done)})
         return turns
@@ -256,7 +255,7 @@ def prompt_record(prompt: Prompt, index: int, batch_size: int, batch: PlannedBat
     Its id is ``<prompt>@b<size>`` in the first pass and ``<prompt>@b<size>#r<n>`` in pass n;
     ``repeat`` and ``batch`` name its timed batch (:mod:`.batching`).
     """
-    record: dict[str, Any] = {"id": R.repeat_id(f"{prompt.id}@b{batch_size}", batch.repeat),
+    record: dict[str, Any] = {"id": records.repeat_id(f"{prompt.id}@b{batch_size}", batch.repeat),
                               "prompt_id": prompt.id, "category": prompt.category,
                               "index": index, "batch_size": batch_size, "batch": batch.batch,
                               "repeat": batch.repeat}  # fmt: skip
@@ -267,12 +266,12 @@ def prompt_record(prompt: Prompt, index: int, batch_size: int, batch: PlannedBat
     record["identical"] = [t["tokens"] for t in turns["method"]] == [
         t["tokens"] for t in turns["baseline"]
     ]
-    record["acceptance_hist"] = M.acceptance_histogram([record], "method")
+    record["acceptance_hist"] = run_metrics.acceptance_histogram([record], "method")
     record["status"] = "ok"
     return record
 
 
-class Engines:
+class VllmEngines:
     """The baseline engine and the method's engine, with what the run needs to drive them."""
 
     def __init__(self, cfg: DictConfig, run_dir: Path, method: Drafter, target: Any,
@@ -363,8 +362,8 @@ def sampling_params(target: Any, task: Task, max_new: int) -> Any:
                           stop=list(task.stop_strings) or None)  # fmt: skip
 
 
-def run_batches(cfg: DictConfig, engines: Engines, task: Task, target: Any, prompts: list[Prompt],
-                params: Any, run_dir: Path) -> None:  # fmt: skip
+def run_batches(cfg: DictConfig, engines: VllmEngines, task: Task, target: Any,
+                prompts: list[Prompt], params: Any, run_dir: Path) -> None:  # fmt: skip
     """Every batch size, every planned batch (passes until ``backend.min_batches``,
     :mod:`.batching`) on both engines, the order alternating batch by batch across passes;
     one line per prompt and pass."""
@@ -385,13 +384,13 @@ def run_batches(cfg: DictConfig, engines: Engines, task: Task, target: Any, prom
             for j, prompt in enumerate(chunk):
                 per_mode = {mode: turns[mode][j] for mode in ("baseline", "method")}
                 record = prompt_record(prompt, planned.start + j, b, planned, task, per_mode)
-                R.append_prompt(run_dir, record)
+                records.append_prompt(run_dir, record)
 
 
 WARM_UP_TEXT = "Warm-up: count from one to twenty in words."
 
 
-def warm_up(engines: Engines, target: Any, n: int) -> None:
+def warm_up(engines: VllmEngines, target: Any, n: int) -> None:
     """A short generation on both engines (first-call costs are not measured), on a text of its
     own, so a method that learns across requests has seen none of the task's prompts."""
     if n <= 0:
@@ -418,7 +417,7 @@ def run(cfg: DictConfig, run_dir: Path, choices: dict[str, str]) -> dict[str, An
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     with runlock.hold(run_dir):
-        if (run_dir / R.MANIFEST_FILE).exists():
+        if (run_dir / records.MANIFEST_FILE).exists():
             raise ConfigError(f"{run_dir} already holds a run; write to another folder")
         return run_in(cfg, run_dir, choices)
 
@@ -457,13 +456,13 @@ def run_in(cfg: DictConfig, run_dir: Path, choices: dict[str, str]) -> dict[str,
     receives = inside_vllm(method)
     max_new = task_max_new_tokens(task, cfg.max_new_tokens)
     settings = engine_settings(cfg, target)
-    engines = Engines(cfg, run_dir, method, target, max_new, settings)
+    engines = VllmEngines(cfg, run_dir, method, target, max_new, settings)
     prompts = task.load()
     info = manifest(cfg, choices, target, method, task, engines, receives, max_new,
                     settings | {"n_prompts": len(prompts)})  # fmt: skip
-    R.write_json(run_dir / R.MANIFEST_FILE, info)
+    records.write_json(run_dir / records.MANIFEST_FILE, info)
     warm_up(engines, target, cfg.warmup_prompts)
-    (run_dir / R.INCOMPLETE_FILE).write_text("run not finished\n")
+    (run_dir / records.INCOMPLETE_FILE).write_text("run not finished\n")
     meter = hardware.LoadMeter(include_children=True).start()
     engines.before_close = meter.sample  # an engine restarted per batch size keeps its CPU time
     try:
@@ -472,13 +471,13 @@ def run_in(cfg: DictConfig, run_dir: Path, choices: dict[str, str]) -> dict[str,
         load = meter.stop()
     finally:
         engines.close()
-    summary = summarize_batches(R.load_prompts(run_dir), task.metric, engines.k)
+    summary = summarize_batches(records.load_prompts(run_dir), task.metric, engines.k)
     fingerprint = info["hardware"]
     summary |= {"metric": task.metric, "run_dir": str(run_dir), "backend": "vllm",
                 "label": receives.get("label"), "load": load, "load_warning": load["warning"],
                 "hardware": {"id": fingerprint["id"], "label": fingerprint["label"]}}  # fmt: skip
-    R.write_json(run_dir / R.SUMMARY_FILE, summary)
-    (run_dir / R.INCOMPLETE_FILE).unlink(missing_ok=True)
+    records.write_json(run_dir / records.SUMMARY_FILE, summary)
+    (run_dir / records.INCOMPLETE_FILE).unlink(missing_ok=True)
     return summary
 
 
@@ -488,7 +487,7 @@ def manifest(
     target: Any,
     method: Any,
     task: Task,
-    engines: Engines,
+    engines: VllmEngines,
     receives: dict[str, Any],
     max_new: int,
     settings: dict[str, Any],

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from itertools import pairwise
 from typing import Any
 
-from racer_bench.analysis import records as R
+from racer_bench.analysis import records
 
 
 def steps_from_counts(
@@ -94,4 +94,6 @@ def turn_record(
     tokens: list[int], text: str, seconds: float, stop_reason: str, steps: list[dict[str, Any]]
 ) -> dict[str, Any]:
     """One turn in the native record's shape (all of the batch-attributed time is decode)."""
-    return R.turn_record(tokens, text, stop_reason, decode_time=seconds, steps=step_columns(steps))
+    return records.turn_record(
+        tokens, text, stop_reason, decode_time=seconds, steps=step_columns(steps)
+    )
