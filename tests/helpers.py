@@ -1,13 +1,14 @@
-"""Test doubles shared by several test folders."""
+"""Test doubles and inputs shared by several test folders."""
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import torch
 
 from racer_bench.engine.drafter import DrafterNeeds
 from racer_bench.engine.structs import Draft, DraftContext, Feedback, Source
+from tests.conftest import TINY_PROMPTS, ar_tokens
 
 
 class OracleDrafter:
@@ -69,3 +70,16 @@ class OracleDrafter:
 
     def update(self, fb: Feedback) -> None:
         pass
+
+
+def copyable_prompt(target: Any) -> list[int]:
+    """A tiny-model prompt whose greedy continuation starts with a bigram it already contains
+    (so PLD, SuffixDecoding and SAM can copy it)."""
+    base = list(TINY_PROMPTS[2])
+    x = base
+    for _ in range(8):
+        greedy = ar_tokens(target, x, max_new_tokens=3)
+        if any(x[i : i + 2] == greedy[:2] for i in range(len(x) - 1)):
+            return x
+        x = base[: len(base) // 2] + greedy + base[len(base) // 2 :]
+    raise AssertionError("no prompt found whose greedy continuation can be copied")

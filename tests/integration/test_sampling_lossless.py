@@ -33,8 +33,8 @@ from racer_bench.engine.sampling import SamplingVerifier
 from racer_bench.engine.structs import Draft, DraftContext, Feedback
 from racer_bench.engine.target import HFTarget, features
 from racer_bench.engine.tree import prune
-from tests.conftest import TINY_PROMPTS, ar_tokens, run_generate
-from tests.helpers import OracleDrafter
+from tests.conftest import ar_tokens, run_generate
+from tests.helpers import OracleDrafter, copyable_prompt
 
 DEPTH = 3  # generated tokens compared
 K = 2  # top-k tokens per position kept as separate cells
@@ -45,14 +45,7 @@ Z_001 = 3.0902  # standard normal quantile of 1 - 0.001
 
 @pytest.fixture(scope="module")
 def prompt(tiny_target: HFTarget) -> list[int]:
-    base = list(TINY_PROMPTS[2])
-    x = base
-    for _ in range(8):
-        greedy = ar_tokens(tiny_target, x, max_new_tokens=3)
-        if any(x[i : i + 2] == greedy[:2] for i in range(len(x) - 1)):
-            return x
-        x = base[: len(base) // 2] + greedy + base[len(base) // 2 :]
-    raise AssertionError("no prompt found whose greedy continuation PLD can copy")
+    return copyable_prompt(tiny_target)
 
 
 @pytest.fixture(scope="module")

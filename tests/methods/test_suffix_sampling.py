@@ -13,18 +13,7 @@ from methods.sam import SamDrafter
 from methods.suffix import SuffixDrafter
 from racer_bench.engine.sampling import SamplingVerifier
 from tests.conftest import TINY_PROMPTS, ar_tokens, run_generate
-
-
-def copyable_prompt(target) -> list[int]:
-    """A prompt whose greedy continuation starts with a bigram it already contains."""
-    base = list(TINY_PROMPTS[2])
-    x = base
-    for _ in range(8):
-        greedy = ar_tokens(target, x, max_new_tokens=3)
-        if any(x[i : i + 2] == greedy[:2] for i in range(len(x) - 1)):
-            return x
-        x = base[: len(base) // 2] + greedy + base[len(base) // 2 :]
-    raise AssertionError("no prompt found whose greedy continuation can be copied")
+from tests.helpers import copyable_prompt
 
 
 def make(name: str, vocab_size: int):
