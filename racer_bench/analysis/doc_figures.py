@@ -11,8 +11,10 @@ from the record, and ``--check`` (and a unit test) fails while any text differs.
 - ``SOURCE``: a run folder under ``results/curated/`` (``readme_main``,
   ``racer_main/suffix_spec_bench``: its ``summary.json``), one file of it
   (``readme_main/manifest.json``), or a bench record ``bench/<name>``
-  (``docs/bench/<name>.json``). A ``*`` in a run-folder source stands for every folder it
-  matches, and the figure is the range ``low-high`` of EXPR over them.
+  (``docs/bench/<name>.json``); ``archive/<folder>`` reads ``results/archive/`` instead of
+  ``results/curated/`` (records a newer run replaced, where a doc still describes them). A
+  ``*`` in a run-folder source stands for every folder it matches, and the figure is the
+  range ``low-high`` of EXPR over them.
 - ``EXPR``: a dotted path into the JSON (``speedup``, ``speedup_ci95.0``,
   ``per_category.translation.speedup``, ``by_batch.16.mat``) or ``name(arg,...)``, one of
   :data:`EXPRESSIONS` (derived figures: ratios, counts, shares, bench contenders).
@@ -32,6 +34,8 @@ from pathlib import Path
 from typing import Any
 
 CURATED = Path("results/curated")
+ARCHIVE = Path("results/archive")
+ARCHIVE_PREFIX = "archive/"
 BENCH = Path("docs/bench")
 MARKER = re.compile(
     r"<!-- fig (?P<source>\S+) (?P<expr>\S+) (?P<spec>\S+) -->(?P<text>[^<\n]*)<!-- /fig -->"
@@ -112,8 +116,14 @@ class Records:
         """The file a source names (``name`` inside a run folder)."""
         if source.startswith("bench/"):
             return self.root / BENCH / f"{source.removeprefix('bench/')}.json"
-        path = self.root / CURATED / source
+        path = self.root / self.base(source) / source.removeprefix(ARCHIVE_PREFIX)
         return path if path.suffix == ".json" else path / name
+
+    @staticmethod
+    def base(source: str) -> Path:
+        """``results/archive`` for an ``archive/...`` source (records a newer run replaced,
+        still quoted where a doc describes them), else ``results/curated``."""
+        return ARCHIVE if source.startswith(ARCHIVE_PREFIX) else CURATED
 
     def json(self, source: str) -> Any:
         return self._load(self.path(source))
@@ -124,11 +134,13 @@ class Records:
 
     def expand(self, source: str) -> list[str]:
         """The run folders a source with ``*`` matches (those holding a summary), sorted."""
-        base = self.root / CURATED
-        found = sorted(p.parent for p in base.glob(f"{source}/summary.json"))
+        base = self.root / self.base(source)
+        pattern = source.removeprefix(ARCHIVE_PREFIX)
+        found = sorted(p.parent for p in base.glob(f"{pattern}/summary.json"))
         if not found:
-            raise FileNotFoundError(f"no run folder matches {CURATED / source}")
-        return [p.relative_to(base).as_posix() for p in found]
+            raise FileNotFoundError(f"no run folder matches {self.base(source) / pattern}")
+        prefix = ARCHIVE_PREFIX if source.startswith(ARCHIVE_PREFIX) else ""
+        return [prefix + p.relative_to(base).as_posix() for p in found]
 
 
 # --- derived figures: EXPR ``name(arg,...)`` calls ``EXPRESSIONS[name](records, source, *args)``

@@ -54,6 +54,8 @@ def records(tmp_path) -> doc_figures.Records:
     (run / "prompts.jsonl").write_text("".join(json.dumps(p) + "\n" for p in prompts))
     (tmp_path / "results/curated/exp/b").mkdir()
     (tmp_path / "results/curated/exp/b/summary.json").write_text(json.dumps({"speedup": 0.9}))
+    (tmp_path / "results/archive/old/a").mkdir(parents=True)
+    (tmp_path / "results/archive/old/a/summary.json").write_text(json.dumps({"speedup": 1.7}))
     (tmp_path / "docs/bench").mkdir(parents=True)
     racer = {"tokens": 100, "seconds": 2.0, "mat": 2.5}
     bench = {"contenders": {"ar": {"tokens": 100, "seconds": 4.0}, "racer@capacity=5": racer}}
@@ -102,6 +104,7 @@ def test_render(value, spec: str, text: str) -> None:
      ("exp/a", "of_n(identical)", "s", "3/4"), ("exp/a", "hist_share(hist,1,4)", ".0%", "75%"),
      ("exp/a", "time_share(reference)", ".0%", "75%"),
      ("exp/a", "first_tok_s(baseline,1,1)", ".1f", "2.0"), ("exp/*", "speedup", ".2f", "0.90-1.32"),
+     ("archive/old/a", "speedup", ".1f", "1.7"), ("archive/old/*", "speedup", ".1f", "1.7"),
      ("bench/b", "tok_s(ar)", ".1f", "25.0"), ("bench/b", "vs(racer@capacity=5,ar)", ".2f", "2.00"),
      ("bench/b", "contender(racer@capacity=5,mat)", ".2f", "2.50")],
 )  # fmt: skip
