@@ -186,12 +186,16 @@ def regenerate_docs(folder: str) -> list[str]:
             written.append(str(doc.relative_to(REPO_ROOT)))
     index = REPO_ROOT / "docs" / "figures" / "generated.json"
     entries = json.loads(index.read_text()) if index.exists() else {}
-    drawn = {tuple(e["results"]) for e in entries.values() if folder in e["results"]}
-    for sources in sorted(drawn):
+    drawn: dict[tuple[str, ...], list[str]] = {}
+    for name, entry in sorted(entries.items()):
+        if folder in entry["results"]:
+            drawn.setdefault(tuple(entry["results"]), []).append(name)
+    for sources, names in drawn.items():  # only the figures indexed as drawn from them
         script = REPO_ROOT / "scripts" / "make_figures.py"
-        argv = [sys.executable, str(script), "--results", *sources, "--out", "docs/figures"]
+        argv = [sys.executable, str(script), "--results", *sources, "--out", "docs/figures",
+                "--formats", "png", "--only", *names]  # fmt: skip
         subprocess.run(argv, cwd=REPO_ROOT, check=True)
-        written.append(f"docs/figures ({' '.join(sources)})")
+        written.append(f"docs/figures/{{{','.join(names)}}} ({' '.join(sources)})")
     return written
 
 

@@ -5,7 +5,8 @@
 writes ``docs/tables.md`` and ``docs/tables.tex`` (without ``--out`` the Markdown is printed).
 Which tables are built, from which runs and with which notes: :mod:`racer_bench.analysis.tables`.
 Runs are loaded with ``racer_bench.analysis.frames`` (the newest run per method variant,
-scheduler and task is kept); runs of different models, dtypes or hardware are refused.
+scheduler and task is kept); a table whose runs differ in model, dtype or hardware is refused
+(each table apart: one document may hold tables made at different dtypes).
 ``--no-paper`` leaves out the papers' reported numbers.
 """
 
@@ -33,8 +34,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> list[Table]:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s: %(message)s")
     args = parse_args(argv)
-    runs = frames.load_cli(args, newest=False)  # table_runs keeps the newest within each table
-    tables = build_tables(runs, paper=not args.no_paper, newest=not args.all_runs)
+    # table_runs keeps the newest within each table; each table's runs are checked apart
+    runs = frames.load_cli(args, newest=False, check=False)
+    try:
+        tables = build_tables(runs, not args.no_paper, not args.all_runs, not args.no_check)
+    except frames.IncompatibleRunsError as error:
+        sys.exit(f"error: {error}")
     if not tables:
         sys.exit(f"error: no table can be built from {', '.join(map(str, args.results))}")
     sources = " ".join(str(p) for p in args.results)

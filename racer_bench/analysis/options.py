@@ -33,11 +33,12 @@ def add_cli_args(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def load_cli(args: argparse.Namespace, newest: bool = True) -> list[Run]:
+def load_cli(args: argparse.Namespace, newest: bool = True, check: bool = True) -> list[Run]:
     """The runs named by :func:`add_cli_args` options; a refused pairing exits with its reason.
-    ``newest=False`` keeps reruns whatever ``--all-runs`` says (the caller picks)."""
+    ``newest=False`` keeps reruns whatever ``--all-runs`` says (the caller picks);
+    ``check=False`` leaves the comparability check to the caller (per table)."""
     try:
-        runs = load_runs(args.results, check=not args.no_check,
+        runs = load_runs(args.results, check=check and not args.no_check,
                          include_incomplete=args.include_incomplete)  # fmt: skip
     except (IncompatibleRunsError, FileNotFoundError) as error:
         raise SystemExit(f"error: {error}") from None

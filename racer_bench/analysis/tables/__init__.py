@@ -55,17 +55,26 @@ HOME_EXPERIMENTS = {
 def table_runs(runs: Sequence[run_frames.Run], table: str, newest: bool) -> list[run_frames.Run]:
     """The runs ``table`` is built from: its home experiment's, else all; newest reruns only."""
     home = HOME_EXPERIMENTS.get(table)
-    chosen = [r for r in runs if home and r.config.get("experiment_name") == home] or list(runs)
+    if table == "asd":  # the grids of every experiment: the runs of a lossy verifier
+        chosen = [r for r in runs if r.manifest.get("verifier") == "asd"] or list(runs)
+    else:
+        chosen = [r for r in runs if home and r.config.get("experiment_name") == home]
+        chosen = chosen or list(runs)
     return run_frames.latest_runs(chosen) if newest else chosen
 
 
 def build_tables(
-    runs: Sequence[run_frames.Run], paper: bool = True, newest: bool = True
+    runs: Sequence[run_frames.Run], paper: bool = True, newest: bool = True, check: bool = True
 ) -> list[Table]:
-    """Every table the runs have data for (``newest``: reruns replace older runs)."""
+    """Every table the runs have data for (``newest``: reruns replace older runs). With
+    ``check``, the runs of each table must be comparable (one model, dtype and machine;
+    :func:`~racer_bench.analysis.runs.check_comparable`), not the runs of all tables together:
+    a document may hold a bfloat16 table beside a float32 one."""
 
     def frames(table: str) -> tuple[list[run_frames.Run], pd.DataFrame]:
         chosen = table_runs(runs, table, newest)
+        if check and chosen:
+            run_frames.check_comparable(chosen)
         return chosen, run_frames.runs_frame(chosen)
 
     main_runs, main_df = frames("main")

@@ -92,11 +92,13 @@ def shown_name(method: str) -> str:
 
 MAIN_WHY = (
     "Why the numbers differ from the papers': a 135M-parameter target on 2 CPU cores pays for "
-    "every drafted token (a 16-token verification forward costs about 1.8 one-token forwards "
-    "here, docs/benchmarks.md; for a 7B model on an A100 a 64-token forward costs little more "
-    "than a 1-token one), so the CPU defaults verify trees of 5-15 nodes instead of 64. "
+    "every drafted token (a verification forward over a tree costs several one-token "
+    "forwards here, docs/benchmarks.md; for a 7B model on an A100 a 64-token forward costs "
+    "little more than a 1-token one), so the CPU runs verify trees of a few nodes instead of "
+    "64 (the confidence scheduler cuts each draft to what its measured cost repays). "
     "Wide-tree methods (Token Recycling, RACER's logits tree, Lookahead) lose most of their "
-    "lead; chains copied from the context (PLD, RACER's retrieval) lose least."
+    "lead; chains copied from the context (PLD, SuffixDecoding, SAM, RACER's retrieval) lose "
+    "least."
 )
 
 
