@@ -53,6 +53,26 @@ def is_finished(run_dir: Path) -> bool:
     ).exists()
 
 
+# targets that moved since a run could have been saved with them: old name -> today's
+MOVED_TARGETS = {
+    "racer_bench.asd.ASDVerifier": "racer_bench.engine.asd.ASDVerifier",
+    "racer_bench.verify.GreedyVerifier": "racer_bench.engine.verify.GreedyVerifier",
+}
+
+
+def retarget(node: Any) -> Any:
+    """A saved config (plain JSON) with every moved ``_target_`` at today's name."""
+    if isinstance(node, dict):
+        out = {key: retarget(value) for key, value in node.items()}
+        target = out.get("_target_")
+        if isinstance(target, str):
+            out["_target_"] = MOVED_TARGETS.get(target, target)
+        return out
+    if isinstance(node, list):
+        return [retarget(value) for value in node]
+    return node
+
+
 def restore(
     cfg: DictConfig, overrides: Sequence[str] = (), chosen: dict[str, str] | None = None
 ) -> Resumed:
@@ -67,7 +87,7 @@ def restore(
     if not (run_dir / records.MANIFEST_FILE).exists():
         raise ConfigError(f"resume={run_dir}: not a run folder (no {records.MANIFEST_FILE})")
     manifest = records.read_json(run_dir / records.MANIFEST_FILE)
-    saved = OmegaConf.create(manifest["config"])
+    saved = OmegaConf.create(retarget(manifest["config"]))
     upgrade(saved)
     pin_measured_choices(saved, manifest)
     choices = dict(manifest.get("choices") or {})

@@ -1,6 +1,7 @@
 """Old run folders still resume after code moves: every ``_target_`` that a committed record's
 configuration names (curated and archived manifests and ``.hydra/config.yaml``) still resolves
-to an object, as ``resume=`` re-instantiates them."""
+to an object, as ``resume=`` re-instantiates them: directly, through a package that re-exports
+a moved class, or through resume's table of moved targets (:data:`MOVED_TARGETS`)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import pytest
 import yaml
 from hydra.utils import get_object
 
+from racer_bench.run.resume import MOVED_TARGETS, retarget
 from tests.conftest import REPO
 
 RECORDS = REPO / "results"
@@ -47,4 +49,14 @@ def test_records_name_targets() -> None:
 
 @pytest.mark.parametrize("target", TARGETS)
 def test_a_recorded_target_still_resolves(target: str) -> None:
-    assert callable(get_object(target))
+    assert callable(get_object(MOVED_TARGETS.get(target, target)))
+
+
+def test_resume_points_moved_targets_at_their_new_place() -> None:
+    saved = {"verifier": {"_target_": "racer_bench.asd.ASDVerifier", "budget": 8},
+             "grid": [{"_target_": "racer_bench.verify.GreedyVerifier"}], "seed": 0}  # fmt: skip
+    assert retarget(saved) == {
+        "verifier": {"_target_": "racer_bench.engine.asd.ASDVerifier", "budget": 8},
+        "grid": [{"_target_": "racer_bench.engine.verify.GreedyVerifier"}],
+        "seed": 0,
+    }

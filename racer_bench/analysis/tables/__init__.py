@@ -46,6 +46,7 @@ __all__ = ["HOME_EXPERIMENTS", "Table", "build_tables", "table_runs"]
 # 26-prompt runs of the same method; without them (an ad-hoc folder) from every run given.
 HOME_EXPERIMENTS = {
     "main": "racer_main",
+    "speed": "racer_main",  # the main runs' absolute speeds
     "spec_bench_categories": "racer_main",
     "ablation": "racer_ablation",
     "logitspec": "logitspec_table",
@@ -72,9 +73,10 @@ def build_tables(
     a document may hold a bfloat16 table beside a float32 one."""
 
     def frames(table: str) -> tuple[list[run_frames.Run], pd.DataFrame]:
-        chosen = table_runs(runs, table, newest)
-        if check and chosen:
-            run_frames.check_comparable(chosen)
+        candidates = table_runs(runs, table, newest=False)
+        if check and candidates:  # before reruns are dropped: a rerun at another dtype is news
+            run_frames.check_comparable(candidates)
+        chosen = run_frames.latest_runs(candidates) if newest else candidates
         return chosen, run_frames.runs_frame(chosen)
 
     main_runs, main_df = frames("main")
