@@ -30,8 +30,8 @@ class BackendConfig:
     # usable: cores held back from the binding (None: 0); otherwise handed to vLLM as
     # VLLM_CPU_NUM_OF_RESERVED_CPU (None: vLLM's default, which it applies to auto only)
     reserved_cpus: NonNegativeInt | None = None
-    # auto: the dtype the native loop's engine choice cached for this model and machine, else
-    # model.dtype when explicit, else bfloat16 only on a CPU with AVX512-BF16 or AMX, else float32
+    # auto: model.dtype when explicit, else float32 (vLLM's kernels are not row-invariant: in
+    # bfloat16 its speculative outputs stop equalling its AR's; racer_bench/vllm_backend/cpu.py)
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
     # at a batch size whose prompts make fewer timed batches, passes over the prompts repeat
     # until there are this many (a partial last batch counts by its fill): the speedup's

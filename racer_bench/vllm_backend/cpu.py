@@ -24,29 +24,26 @@ ones), e.g. ``reserved_cpus=1`` to reproduce vLLM's own choice through an explic
 ``VLLM_CPU_NUM_OF_RESERVED_CPU`` is left unset. With ``auto`` or ``nobind``, ``reserved_cpus``
 is handed to vLLM as that variable (None: vLLM's default).
 
-**Dtype.** ``backend.dtype=auto`` runs the engines in the dtype the native loop chose for this
-model on this machine (its cached engine choice, :mod:`racer_bench.engine.engine_choice`), else
-the model config's explicit dtype, else bfloat16 only where the CPU computes it natively
-(AVX512-BF16 or AMX) and float32 elsewhere.
+**Dtype.** ``backend.dtype=auto`` runs the engines in the model config's explicit dtype, else
+float32. Not the native loop's bfloat16: that choice is exact because our kernels compute each
+token's row alone (:mod:`racer_bench.engine.engine_choice`); vLLM's are not row-invariant, and
+in bfloat16 its speculative outputs stop equalling its AR's (measured on an AVX512-BF16 EPYC,
+HumanEval-8, PLD: 2/8 identical at batch 1, 17/24 at batch 4, against all in float32).
 """
 
 from __future__ import annotations
 
-import glob
-import json
 import os
-from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from racer_bench.engine.engine_choice import CHOICE_DIR
 from racer_bench.errors import ConfigError
 
 BIND_ENV = "VLLM_CPU_OMP_THREADS_BIND"
 RESERVED_ENV = "VLLM_CPU_NUM_OF_RESERVED_CPU"
 OURS = "usable"  # threads_bind value: every usable core, computed here
 VLLM_DTYPES = ("float32", "bfloat16", "float16")
-BF16_FLAGS = ("avx512_bf16", "amx_bf16")  # fingerprint flags of a CPU with bfloat16 arithmetic
 SYS_CPU = Path("/sys/devices/system/cpu")
 
 
@@ -130,45 +127,15 @@ def thread_binding(bind: str, reserved: int | None, cores: Sequence[int],
             "omp_threads": len(kept), "usable_cores": len(cores)}  # fmt: skip
 
 
-def native_choice(cache_dir: str | Path, hardware_id: str, model: str, request: str,
-                  threads: int | None) -> tuple[dict[str, Any] | None, str | None]:  # fmt: skip
-    """The engine choice the native loop cached for this machine, model and request, and its
-    file name: measured at ``threads`` threads if there is one, else at any thread count; the
-    newest file first (any kernel digest: the dtype is what is read). (None, None): none."""
-    folder = Path(cache_dir).expanduser() / CHOICE_DIR
-    stem = glob.escape(f"{hardware_id}-{model}-{request}".replace("/", "_"))
-    patterns = [f"{stem}-t{threads}.json", f"{stem}-t{threads}-k*.json"] if threads else []
-    for group in (patterns, [f"{stem}-t*.json"]):
-        files = {p for pattern in group for p in folder.glob(pattern)}
-        for path in sorted(files, key=lambda p: p.stat().st_mtime, reverse=True):
-            try:
-                data = json.loads(path.read_text(encoding="utf-8"))
-            except (OSError, ValueError):
-                continue
-            if isinstance(data, dict) and data.get("dtype") in VLLM_DTYPES:
-                return data, path.name
-    return None, None
-
-
-def choose_dtype(requested: str, native: Mapping[str, Any] | None, model_dtype: str | None,
-                 flags: Mapping[str, bool]) -> tuple[str, str]:  # fmt: skip
-    """(dtype of both CPU engines, why), in the order of the module docstring.
+def choose_dtype(requested: str, model_dtype: str | None) -> tuple[str, str]:
+    """(dtype of both CPU engines, why), as the module docstring says.
 
     Args:
         requested: ``backend.dtype`` (``auto`` or a dtype).
-        native: the native loop's cached engine choice (:func:`native_choice`) or None.
         model_dtype: the model config's dtype (``auto`` or None: not explicit).
-        flags: the hardware fingerprint's ISA flags.
     """
     if requested != "auto":
         return requested, f"backend.dtype={requested} was requested"
-    if native is not None:
-        return str(native["dtype"]), (
-            f"auto: the native loop's engine choice on this machine "
-            f"({native.get('chosen')}/{native['dtype']})"
-        )
     if model_dtype in VLLM_DTYPES:
-        return str(model_dtype), f"auto: no engine choice cached; model.dtype={model_dtype}"
-    if any(flags.get(flag) for flag in BF16_FLAGS):
-        return "bfloat16", "auto: no engine choice cached; the CPU has bfloat16 arithmetic"
-    return "float32", "auto: no engine choice cached; the CPU has no bfloat16 arithmetic"
+        return str(model_dtype), f"auto: model.dtype={model_dtype}"
+    return "float32", "auto: float32, in which vLLM's speculative outputs equal its AR's"

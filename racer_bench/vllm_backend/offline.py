@@ -32,7 +32,6 @@ from racer_bench.errors import ConfigError
 from racer_bench.run import runlock
 from racer_bench.run.config import validate
 from racer_bench.run.manifest import run_manifest
-from racer_bench.run.setup import model_key
 from racer_bench.system import hardware
 from racer_bench.tasks.base import Prompt, Task
 from racer_bench.tasks.conversation import conversations
@@ -127,11 +126,8 @@ def engine_settings(cfg: DictConfig, target: Any) -> dict[str, Any]:
     threads = cpu.thread_binding(str(backend.threads_bind), backend.reserved_cpus, cores,
                                int(backend.tensor_parallel_size))  # fmt: skip
     fp = hardware.fingerprint(threads["omp_threads"])
-    request = f"{cfg.get('engine', 'auto')}-{cfg.model.get('dtype', 'auto')}"
-    native, source = cpu.native_choice(cfg.paths.cache_dir, fp["id"], model_key(cfg), request,
-                                     threads["omp_threads"])  # fmt: skip
-    dtype, why = cpu.choose_dtype(requested, native, cfg.model.get("dtype"), fp["flags"])
-    return {"dtype": dtype, "dtype_why": why, "dtype_source": source,
+    dtype, why = cpu.choose_dtype(requested, cfg.model.get("dtype"))
+    return {"dtype": dtype, "dtype_why": why, "dtype_source": None,
             "threads": {k: v for k, v in threads.items() if k != "env"}, "env": threads["env"],
             "hardware": fp}  # fmt: skip
 

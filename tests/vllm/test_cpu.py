@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import json
-import os
-
 import pytest
 
 from racer_bench.errors import ConfigError
@@ -15,7 +12,6 @@ from racer_bench.vllm_backend.cpu import (
     choose_dtype,
     core_of,
     id_list,
-    native_choice,
     one_per_core,
     thread_binding,
 )
@@ -71,38 +67,10 @@ def test_vllms_own_modes_pass_through():
     assert thread_binding("0-1", None, [0, 1, 2, 3])["env"] == {BIND_ENV: "0-1"}
 
 
-AVX2 = {"avx2": True, "avx512_bf16": False, "amx_bf16": False}
-
-
-def test_dtype_order_explicit_native_model_then_hardware():
-    native = {"chosen": "fast", "dtype": "bfloat16"}
-    assert choose_dtype("float32", native, None, AVX2)[0] == "float32"
-    dtype, why = choose_dtype("auto", native, "float32", AVX2)
-    assert dtype == "bfloat16" and "native loop" in why
-    assert choose_dtype("auto", None, "float16", AVX2)[0] == "float16"
-    assert choose_dtype("auto", None, "auto", AVX2)[0] == "float32"
-    assert choose_dtype("auto", None, None, AVX2 | {"avx512_bf16": True})[0] == "bfloat16"
-    assert choose_dtype("auto", None, "auto", AVX2 | {"amx_bf16": True})[0] == "bfloat16"
-    assert choose_dtype("auto", None, "float64", AVX2)[0] == "float32"  # vLLM has no float64
-
-
-def write_choice(folder, name: str, dtype: str, mtime: float) -> None:
-    path = folder / name
-    path.write_text(json.dumps({"chosen": "fast", "dtype": dtype}))
-    os.utime(path, (mtime, mtime))
-
-
-def test_native_choice_prefers_the_same_thread_count_then_the_newest(tmp_path):
-    folder = tmp_path / "engine_choice"
-    folder.mkdir()
-    write_choice(folder, "hw1-model-ab-auto-auto-t1-kaaa.json", "float32", 300)
-    write_choice(folder, "hw1-model-ab-auto-auto-t2-kaaa.json", "float32", 100)
-    write_choice(folder, "hw1-model-ab-auto-auto-t2-kbbb.json", "bfloat16", 200)
-    write_choice(folder, "hw2-model-ab-auto-auto-t2-kccc.json", "float16", 400)  # other machine
-    (folder / "hw1-model-ab-auto-auto-t2-kzzz.json").write_text("{not json")
-    choice, name = native_choice(tmp_path, "hw1", "model-ab", "auto-auto", 2)
-    assert choice["dtype"] == "bfloat16" and name == "hw1-model-ab-auto-auto-t2-kbbb.json"
-    choice, name = native_choice(tmp_path, "hw1", "model-ab", "auto-auto", 4)  # none at 4
-    assert name == "hw1-model-ab-auto-auto-t1-kaaa.json"
-    assert native_choice(tmp_path, "hw1", "model-ab", "auto-float32", 2) == (None, None)
-    assert native_choice(tmp_path / "absent", "hw1", "model-ab", "auto-auto", 2) == (None, None)
+def test_dtype_is_the_requested_then_the_models_then_float32():
+    assert choose_dtype("bfloat16", "float32")[0] == "bfloat16"
+    assert choose_dtype("auto", "float16")[0] == "float16"
+    dtype, why = choose_dtype("auto", "auto")
+    assert dtype == "float32" and "equal its AR" in why
+    assert choose_dtype("auto", None)[0] == "float32"
+    assert choose_dtype("auto", "float64")[0] == "float32"  # vLLM has no float64
