@@ -121,13 +121,13 @@ def engine_settings(cfg: DictConfig, target: Any) -> dict[str, Any]:
         dtype = own if requested == "auto" else requested
         fp = hardware.fingerprint()
         return {"dtype": dtype, "dtype_why": f"backend.dtype={requested} on a GPU",
-                "dtype_source": None, "threads": None, "env": {}, "hardware": fp}  # fmt: skip
+                "threads": None, "env": {}, "hardware": fp}  # fmt: skip
     cores = cpu.one_per_core(cpu.usable_cpu_ids())
     threads = cpu.thread_binding(str(backend.threads_bind), backend.reserved_cpus, cores,
                                int(backend.tensor_parallel_size))  # fmt: skip
     fp = hardware.fingerprint(threads["omp_threads"])
     dtype, why = cpu.choose_dtype(requested, cfg.model.get("dtype"))
-    return {"dtype": dtype, "dtype_why": why, "dtype_source": None,
+    return {"dtype": dtype, "dtype_why": why,
             "threads": {k: v for k, v in threads.items() if k != "env"}, "env": threads["env"],
             "hardware": fp}  # fmt: skip
 
@@ -502,7 +502,7 @@ def manifest(
                "vllm_version_supported": is_supported(vllm.__version__),
                "model_path": Path(engines.model_path).name,
                "dtype": engines.dtype, "dtype_why": settings["dtype_why"],
-               "dtype_source": settings["dtype_source"], "threads": settings["threads"],
+               "threads": settings["threads"],
                "prefix_caching": engines.prefix_caching(),
                "speculative_config": engines.speculative,
                "engine_env": engines.recorded_env(), "inside_vllm": receives,
