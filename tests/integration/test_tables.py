@@ -320,7 +320,9 @@ def test_ablation_experiment_variants_match_the_table_rows(
     for ablation in cfg.ablations:
         composed = compose_cfg("experiment=racer_ablation", f"ablation={ablation}")
         method = OmegaConf.to_container(composed.method, resolve=True)
-        context = {"hardware": composed.hardware}  # resolves the hardware-sized capacity
+        # the run's whole config, as a record saves it: resolves the hardware- and
+        # scheduler-sized capacity
+        context = OmegaConf.to_container(composed, resolve=True)
         defaults = frames.group_defaults("method", "racer", context=context)
         diff = {k: v for k, v in frames.flatten(method, "method").items() if defaults.get(k) != v}
         variants.add(frames.variant_string(diff))
