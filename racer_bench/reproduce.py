@@ -9,7 +9,8 @@ previous records move to ``results/archive/``), and every generated doc and figu
 reads that folder is regenerated. Wall times go to ``<table>/reproduce.json`` and are printed.
 
 A table is an experiment YAML (``conf/experiment/<table>.yaml``: its ``hydra.sweeper.params``
-are the cells) or one of :data:`SINGLE` (a fixed command line).
+are the cells), one of :data:`SINGLE` (a fixed command line) or one of :data:`GRIDS` (an ASD
+grid: one ``scripts/asd_grid.py`` process per drafter, its points in ``<drafter>/<i>/``).
 """
 
 from __future__ import annotations
@@ -36,27 +37,62 @@ from racer_bench.system import hardware
 # tables made by one command rather than an experiment's sweep: name -> overrides
 SINGLE = {
     "readme_main": ("method=racer", "task=humaneval", "task.limit=15", "reference=generate"),
-}
+    # docs/scheduler.md: the confidence scheduler's reliability diagram and draft sizes
+    "scheduler_racer_humaneval10": ("method=racer", "scheduler=confidence", "task=humaneval",
+                                    "task.limit=10", "baseline=none"),
+}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Grid:
+    """An ASD grid table: every drafter against strict greedy at every ``budget:gate:cap``."""
+
+    drafters: tuple[str, ...]
+    overrides: tuple[str, ...]
+    points: tuple[str, ...]
+
+
+# ASD grids (docs/asd.md): strict greedy is decoded once per prompt for all points of a drafter.
+# The model drafters' GSM8K grid (asd_grid_gsm8k_drafters) needs trained checkpoints
+# (docs/model_drafters.md) and is made by the commands in docs/asd.md.
+GRIDS = {
+    "asd_grid_humaneval": Grid(("pld", "racer"), ("task=humaneval", "task.limit=20"),
+                               ("1:0.1:1", "4:0.5:1", "8:0.25:2", "12:1:2")),
+    "asd_grid_gsm8k": Grid(("pld", "racer"), ("task=gsm8k", "task.limit=30"),
+                           ("4:0.5:1", "8:0.25:2", "12:1:2")),
+}  # fmt: skip
 # cell folder names: the values of these keys, in this order, joined by "_"
 NAME_KEYS = ("method", "ablation", "task")
 
 
 @dataclass(frozen=True)
 class Cell:
-    """One job of a table: its folder name and the overrides that make it."""
+    """One job of a table: its folder name and the overrides that make it; an ASD grid cell
+    also has its ``points`` (one run folder each, ``<name>/<i>/``)."""
 
     name: str
     overrides: tuple[str, ...]
+    points: tuple[str, ...] = ()
+
+    def run_dirs(self, folder: Path) -> list[Path]:
+        """The run folders this cell writes in its table's ``folder``."""
+        if self.points:
+            return [folder / self.name / str(i) for i in range(len(self.points))]
+        return [folder / self.name]
 
 
 def cells_of(table: str, conf_dir: Path = CONF_DIR) -> list[Cell]:
     """Every cell of ``table``: the cartesian product of its experiment's sweep (one cell for a
-    table of :data:`SINGLE`)."""
+    table of :data:`SINGLE`, one per drafter of a :data:`GRIDS` table)."""
     if table in SINGLE:
         return [Cell(table, SINGLE[table])]
+    if table in GRIDS:
+        grid = GRIDS[table]
+        return [Cell(d, (f"method={d}", *grid.overrides), grid.points) for d in grid.drafters]
     path = conf_dir / "experiment" / f"{table}.yaml"
     if not path.exists():
-        known = sorted([*SINGLE, *(p.stem for p in (conf_dir / "experiment").glob("*.yaml"))])
+        experiments = (p.stem for p in (conf_dir / "experiment").glob("*.yaml"))
+        known = sorted([*SINGLE, *GRIDS, *experiments])
         raise SystemExit(f"error: table {table!r} unknown; choose one of: {', '.join(known)}")
     params = OmegaConf.select(OmegaConf.load(path), "hydra.sweeper.params") or {}
     keys = list(params)
@@ -79,6 +115,12 @@ def state_of(run_dir: Path) -> str:
     ).exists():
         return "done"
     return "partial" if (run_dir / records.MANIFEST_FILE).exists() else "new"
+
+
+def cell_state(run_dirs: Sequence[Path]) -> str:
+    """A cell's state over its run folders: ``done`` when all are, ``new`` when none started."""
+    states = {state_of(d) for d in run_dirs}
+    return states.pop() if len(states) == 1 and "partial" not in states else "partial"
 
 
 def check_machine(run_dirs: Sequence[Path], machine_id: str) -> None:
@@ -108,7 +150,12 @@ def check_clean(repo: Path = REPO_ROOT) -> str:
 
 
 def command(cell: Cell, run_dir: Path) -> list[str]:
-    """The ``python -m racer_bench`` line that makes (or continues) ``cell`` in ``run_dir``."""
+    """The ``python -m racer_bench`` line that makes (or continues) ``cell`` in ``run_dir``; for
+    a grid cell the ``scripts/asd_grid.py`` line (which resumes its own points)."""
+    if cell.points:
+        script = str(REPO_ROOT / "scripts" / "asd_grid.py")
+        return [sys.executable, script, *cell.overrides, "--out", str(run_dir),
+                "--points", *cell.points]  # fmt: skip
     base = [sys.executable, "-m", "racer_bench"]
     if state_of(run_dir) == "partial":
         return [*base, f"resume={run_dir}"]
@@ -118,12 +165,11 @@ def command(cell: Cell, run_dir: Path) -> list[str]:
 def run_cells(table: str, out: Path, sha: str) -> dict[str, float]:
     """Make every cell not finished yet; returns this sitting's wall seconds per cell."""
     cells = cells_of(table)
-    dirs = {c.name: out / table / c.name for c in cells}
-    check_machine(list(dirs.values()), hardware.fingerprint()["id"])
+    check_machine([d for c in cells for d in c.run_dirs(out / table)], hardware.fingerprint()["id"])
     walls: dict[str, float] = {}
     for i, cell in enumerate(cells, 1):
-        run_dir = dirs[cell.name]
-        if state_of(run_dir) == "done":
+        run_dir = out / table / cell.name
+        if cell_state(cell.run_dirs(out / table)) == "done":
             print(f"[{i}/{len(cells)}] {cell.name}: finished earlier, kept")
             continue
         argv = command(cell, run_dir)
@@ -169,9 +215,9 @@ def curate_table(table: str, out: Path, curated: Path, archive: Path) -> Path:
         with (archive / "README.md").open("a", encoding="utf-8") as notes:
             notes.write(f"\n- `{old.name}/`: the {table} records replaced by "
                         f"`python -m racer_bench.reproduce {table}` on {day}.\n")  # fmt: skip
-    runs = [out / table / c.name for c in cells_of(table)]
-    for run in runs:
-        curate(run, dest if table in SINGLE else dest / run.name)
+    for cell in cells_of(table):
+        for run in cell.run_dirs(out / table):
+            curate(run, dest if table in SINGLE else dest / run.relative_to(out / table))
     shutil.copy(out / table / "reproduce.json", dest / "reproduce.json")
     return dest
 
@@ -206,7 +252,7 @@ def regenerate_docs(folder: str) -> list[str]:
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("tables", nargs="+", help="experiment names (conf/experiment) or "
-                        f"{', '.join(SINGLE)}")  # fmt: skip
+                        f"{', '.join([*SINGLE, *GRIDS])}")  # fmt: skip
     parser.add_argument("--out", type=Path, default=REPO_ROOT / "results" / "reproduce")
     parser.add_argument("--runs-only", action="store_true", help="make the cells; no curating")
     args = parser.parse_args(argv)

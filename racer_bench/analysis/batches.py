@@ -40,6 +40,9 @@ def load_runs(vllm_runs: Sequence[Path], native_runs: Sequence[Path]) -> list[Me
     for run in vllm_runs:
         manifest, summary = _read(run)
         key = str(manifest.get("method"))
+        backend = (manifest.get("config") or {}).get("backend") or {}
+        if backend.get("draft_length", "fixed") != "fixed":  # beside the same method's fixed row
+            key += f" ({backend['draft_length']})"
         blocks = {int(b): blk for b, blk in summary["by_batch"].items()}
         rows[key] = MethodSpeeds(key, summary.get("label") or key, blocks)
     for run in native_runs:

@@ -232,11 +232,7 @@ class ConfidenceScheduler:
         return plan
 
     def _priors(self, draft: Draft) -> list[float | None] | None:
-        """The drafter's own probabilities, clipped to [0.01, 0.99], when it gives them."""
-        wanted = self.options.score_prior and draft.score_is_probability
-        if not wanted or draft.score is None:
-            return None
-        return [None if math.isnan(x) else min(max(x, 0.01), 0.99) for x in draft.score.tolist()]
+        return drafter_priors(draft) if self.options.score_prior else None
 
     def learn(self, plan: Plan, accepted: list[int], committed: Sequence[int] = ()) -> None:
         self._kept.append(len(plan.draft))
@@ -250,6 +246,14 @@ class ConfidenceScheduler:
         elif plan.features:
             self.estimator.update(plan.features, plan.draft.parents.tolist(), accepted,
                                   plan.priors)  # fmt: skip
+
+
+def drafter_priors(draft: Draft) -> list[float | None] | None:
+    """The drafter's own acceptance probabilities, clipped to [0.01, 0.99], when its scores are
+    probabilities (``Draft.score_is_probability``); else None."""
+    if not draft.score_is_probability or draft.score is None:
+        return None
+    return [None if math.isnan(x) else min(max(x, 0.01), 0.99) for x in draft.score.tolist()]
 
 
 def counterfactual_trials(

@@ -21,6 +21,7 @@ import torch
 from racer_bench.engine.drafter import Drafter
 from racer_bench.engine.structs import Draft, DraftContext, Feedback, Source
 from racer_bench.engine.tree import prune, select_nodes
+from racer_bench.vllm_backend.budget import BatchBudget, ChainEstimate
 from racer_bench.vllm_backend.chains import to_chain
 
 
@@ -54,6 +55,7 @@ class RequestState:
     seen: int
     prompt_len: int
     chain: Draft | None = None
+    estimate: ChainEstimate | None = None  # the uncut chain's survivals (with a budget)
 
 
 def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
@@ -74,6 +76,8 @@ class DrafterPool:
         max_chain: the most draft tokens per step (vLLM's ``num_speculative_tokens``).
         max_draft: the budget a drafter proposes its tree under (the native ``max_draft``).
         max_new_tokens: generation length, so drafts never run past it (None: no cap).
+        budget: cuts each step's chains over the batch (``backend.draft_length=confidence``;
+            None: every chain is verified whole).
     """
 
     def __init__(
@@ -82,8 +86,10 @@ class DrafterPool:
         max_chain: int,
         max_draft: int = 256,
         max_new_tokens: int | None = None,
+        budget: BatchBudget | None = None,
     ) -> None:
         self.make_drafter = make_drafter
+        self.budget = budget
         self.max_chain = max_chain
         self.max_draft = max_draft
         self.max_new_tokens = max_new_tokens
@@ -112,6 +118,17 @@ class DrafterPool:
         note = StepNote(accepted, retrieval, len(tree), len(chain), time.perf_counter() - start,
                         fed, int(Source.RETRIEVAL) in sources)  # fmt: skip
         return chain.tokens.tolist(), note
+
+    def cut(self, req_id: str, keep: int, note: StepNote) -> list[int]:
+        """Verify only the first ``keep`` nodes of the request's chain; returns their tokens
+        (``note`` is updated to the chain sent)."""
+        state = self.live[req_id]
+        assert state.chain is not None
+        if keep < len(state.chain):
+            state.chain = select_nodes(state.chain, list(range(keep)))
+        sources = state.chain.source.tolist() if state.chain.source is not None else []
+        note.chain, note.has_retrieval = len(state.chain), int(Source.RETRIEVAL) in sources
+        return state.chain.tokens.tolist()
 
     def release_missing(self, active: set[str]) -> list[str]:
         """Requests no longer in the batch are finished: pool their drafters; return their ids."""
@@ -144,6 +161,8 @@ class DrafterPool:
         accepted = min(common_prefix(chain.tokens[:verified].tolist(), new), len(new) - 1)
         if len(new) != accepted + 1:  # a step without a proposal: the drafter resyncs from ctx
             return -1, 0, None, False
+        if self.budget is not None and state.estimate is not None:
+            self.budget.learn(state.estimate, accepted, new)
         sources = chain.source.tolist()[:accepted] if chain.source is not None else []
         node_topk = topk[: verified + 1] if topk is not None else None
         shown = chain if verified >= len(chain) else select_nodes(chain, list(range(verified)))
@@ -163,4 +182,5 @@ class DrafterPool:
         tree = prune(state.drafter.propose(ctx), self.max_draft, depth)
         chain = to_chain(tree, depth)
         state.chain = chain
+        state.estimate = self.budget.estimate(chain) if self.budget is not None else None
         return tree, chain

@@ -141,8 +141,9 @@ def speculative_config(method: Any, k: int) -> dict[str, Any] | None:
     return {"method": "custom_class", "model": CLASS_PATH, "num_speculative_tokens": k}
 
 
-def inside_vllm(method: Any) -> dict[str, Any]:
-    """What the method receives inside vLLM compared with the native loop, and its label."""
+def inside_vllm(method: Any, draft_length: str = "fixed") -> dict[str, Any]:
+    """What the method receives inside vLLM compared with the native loop, and its label
+    (``draft_length``: the backend's, named in the label when it cuts chains)."""
     if isinstance(method, VllmBuiltin):
         return {"proposer": f"vLLM {method.method}", "receives": ["vLLM's own inputs"],
                 "missing": [], "drafts": "chains", "label": f"vLLM {method.method}"}  # fmt: skip
@@ -158,7 +159,8 @@ def inside_vllm(method: Any) -> dict[str, Any]:
         missing.append("prompt top-k (vLLM computes no prompt logits)")
     if getattr(method, "aux_capacity", 0):
         missing.append("auxiliary branch (vLLM forwards the chain only)")
-    qualifiers = ["chain"] + [m.split(" (")[0] and f"no {m.split(' (')[0]}" for m in missing]
+    chain = "chain cut by confidence" if draft_length == "confidence" else "chain"
+    qualifiers = [chain] + [m.split(" (")[0] and f"no {m.split(' (')[0]}" for m in missing]
     label = f"{method.name} ({', '.join(qualifiers)})"
     return {"proposer": "racer_bench custom_class", "receives": receives, "missing": missing,
             "drafts": "trees projected to their most probable chain", "label": label}  # fmt: skip
@@ -278,6 +280,7 @@ class VllmEngines:
         self.log = StepLog(run_dir / STEP_LOG)
         spec_json = json.dumps({"method": OmegaConf.to_container(cfg.method, resolve=True),
                                 "max_draft": cfg.max_draft, "max_new_tokens": max_new,
+                                "draft_length": backend.get("draft_length", "fixed"),
                                 "log": str(run_dir / STEP_LOG)})  # fmt: skip
         self.env = engine_env(backend, spec_json, settings["env"])
         self.model_path = str(target.model.name_or_path)
@@ -428,6 +431,11 @@ def validate_choices(cfg: DictConfig, choices: dict[str, str]) -> None:
     if cfg.get("reference", "none") != "none":
         raise ConfigError(f"reference={cfg.reference}: runs beside our own loop only "
                           "(backend=native); vLLM's baseline is its own AR")  # fmt: skip
+    builtin = str(choices.get("method", "")).startswith("vllm_")
+    if builtin and cfg.backend.get("draft_length", "fixed") != "fixed":
+        raise ConfigError(f"backend.draft_length={cfg.backend.draft_length}: applies to our "
+                          f"drafters only; method={choices['method']} is vLLM's own proposer "
+                          "(allowed: fixed)")  # fmt: skip
 
 
 def check_vllm() -> None:
@@ -449,7 +457,7 @@ def run_in(cfg: DictConfig, run_dir: Path, choices: dict[str, str]) -> dict[str,
     task: Task = construct(cfg.task, "task")
     target = construct(cfg.model, "model")
     method = construct(cfg.method, "method", vocab_size=target.vocab_size)
-    receives = inside_vllm(method)
+    receives = inside_vllm(method, cfg.backend.get("draft_length", "fixed"))
     max_new = task_max_new_tokens(task, cfg.max_new_tokens)
     settings = engine_settings(cfg, target)
     engines = VllmEngines(cfg, run_dir, method, target, max_new, settings)

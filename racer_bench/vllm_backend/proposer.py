@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,8 @@ from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
 from racer_bench.config.construct import constructor_node
-from racer_bench.vllm_backend.adapter import DrafterPool
+from racer_bench.vllm_backend.adapter import DrafterPool, StepNote
+from racer_bench.vllm_backend.budget import BatchBudget
 
 SPEC_ENV = "RACER_BENCH_VLLM_PROPOSER"
 CLASS_PATH = "racer_bench.vllm_backend.proposer.RacerBenchProposer"
@@ -40,8 +42,9 @@ class RacerBenchProposer:
         first = make()
         self.topk = int(first.needs.topk)
         k = int(vllm_config.speculative_config.num_speculative_tokens)
+        budget = BatchBudget() if spec.get("draft_length") == "confidence" else None
         self.pool = DrafterPool(make, k, int(spec.get("max_draft", 256)),
-                                spec.get("max_new_tokens"))  # fmt: skip
+                                spec.get("max_new_tokens"), budget)  # fmt: skip
         self.pool.idle.append(first)
         self.log_path = Path(spec["log"]) if spec.get("log") else None
         self.batch: Any = None
@@ -76,8 +79,9 @@ class RacerBenchProposer:
             raise RuntimeError("the racer_bench vLLM plugin is not loaded: reinstall racer_bench "
                                "(pip install -e .) so vLLM finds its entry point")  # fmt: skip
         req_ids = list(self.batch.req_ids)
+        self._tick(req_ids, sampled_token_ids)
         chains: list[list[int]] = []
-        notes: list[dict[str, Any]] = []
+        notes: dict[str, StepNote] = {}
         for i, sampled in enumerate(sampled_token_ids):
             if not sampled:
                 chains.append([])
@@ -85,15 +89,35 @@ class RacerBenchProposer:
             n = int(num_tokens_no_spec[i])
             context = token_ids_cpu[i, :n].tolist()
             prompt_len = int(self.batch.num_prompt_tokens[i])
-            chain, note = self.pool.propose(
+            chain, notes[req_ids[i]] = self.pool.propose(
                 req_ids[i], context, prompt_len, self.rows.get(req_ids[i])
             )
             chains.append(chain)
-            notes.append({"r": req_ids[i], **note.as_dict()})
+        if self.pool.budget is not None:
+            chains = self._cut(req_ids, chains, notes)
         self.pool.release_missing(set(req_ids))
         self.rows = {}
-        self._log(notes)
+        self._log([{"r": r, **note.as_dict()} for r, note in notes.items()])
         return chains
+
+    def _tick(self, req_ids: list[str], sampled_token_ids: list[list[int]]) -> None:
+        """Clock the step that just ended for the budget's cost fit (pure decode steps only:
+        every request sampled and none is new)."""
+        if self.pool.budget is None:
+            return
+        pure = all(sampled_token_ids) and all(r in self.pool.live for r in req_ids)
+        self.pool.budget.tick(time.perf_counter(), frozenset(req_ids), pure)
+
+    def _cut(
+        self, req_ids: list[str], chains: list[list[int]], notes: dict[str, StepNote]
+    ) -> list[list[int]]:
+        """The budget's cut of this step's chains (rows that sampled nothing stay empty)."""
+        assert self.pool.budget is not None
+        rows = [r if r in notes else None for r in req_ids]
+        estimates = [self.pool.live[r].estimate if r is not None else None for r in rows]
+        kept = self.pool.budget.cut(estimates)
+        return [self.pool.cut(r, k, notes[r]) if r is not None else chain
+                for r, k, chain in zip(rows, kept, chains, strict=True)]  # fmt: skip
 
     def _log(self, notes: list[dict[str, Any]]) -> None:
         if self.log_path is None or not notes:

@@ -9,7 +9,7 @@ import pytest
 
 from racer_bench.analysis import frames
 from racer_bench.analysis.tables import build_tables
-from racer_bench.analysis.tables.noise import AA_NAME, noise_floor, tied
+from racer_bench.analysis.tables.noise import AA_NAME, machine_floor, noise_floor, tied, ties_note
 from racer_bench.analysis.tables.papers import ordering_note, rank_text
 from tests.unit.test_frames import SPEC_CATEGORIES, write_run
 
@@ -32,6 +32,21 @@ def test_the_floor_is_the_farthest_an_aa_run_lands_from_one() -> None:
 def test_two_speedups_inside_the_floor_are_a_tie() -> None:
     assert tied(1.50, 1.49, 0.02) and not tied(1.50, 1.40, 0.02)
     assert not tied(1.50, 1.49, None)  # no A/A run: no ties claimed
+
+
+def test_a_table_without_aa_rows_borrows_the_floor_of_its_own_machine_only() -> None:
+    aa = aa_frame((1.03, 1.0, 1.06)).assign(hardware_id="m1")
+    ablation = pd.DataFrame({"hardware_id": ["m1", "m1"], "speedup": [1.5, 1.55]})
+    assert machine_floor(aa, ablation) == pytest.approx(0.03)
+    assert machine_floor(aa, ablation.assign(hardware_id="m2")) is None  # other machine
+    assert machine_floor(aa, pd.DataFrame({"hardware_id": ["m1", "m2"]})) is None  # mixed
+
+
+def test_ties_note_names_only_the_pairs_inside_the_floor() -> None:
+    note = ties_note({"full": 1.49, "LRU off": 1.55, "logits only": 1.2}, 0.05, "speedup")
+    assert note is not None and "LRU off ≈ full" in note and "logits only" not in note
+    assert ties_note({"full": 1.49, "LRU off": 1.55}, 0.01, "speedup") is None  # apart
+    assert ties_note({"full": 1.49, "LRU off": 1.50}, None, "speedup") is None  # no floor
 
 
 def test_rankings_mark_ties_and_ordering_notes_ignore_swaps_inside_the_floor() -> None:

@@ -37,6 +37,7 @@ from racer_bench.analysis.tables.asd import asd_table
 from racer_bench.analysis.tables.categories import spec_bench_categories_table
 from racer_bench.analysis.tables.logitspec import logitspec_table
 from racer_bench.analysis.tables.main_tables import main_table, speed_table
+from racer_bench.analysis.tables.noise import machine_floor
 from racer_bench.analysis.tables.render import Table
 
 __all__ = ["HOME_EXPERIMENTS", "Table", "build_tables", "table_runs"]
@@ -81,12 +82,13 @@ def build_tables(
 
     main_runs, main_df = frames("main")
     cat_runs, cat_df = frames("spec_bench_categories")
+    ablation_df, logitspec_df = frames("ablation")[1], frames("logitspec")[1]
     tables = [
         main_table(main_df, run_frames.categories_frame(main_runs), paper),
         speed_table(main_df),
         spec_bench_categories_table(cat_df, run_frames.categories_frame(cat_runs, "category")),
-        ablation_table(frames("ablation")[1], paper),
-        logitspec_table(frames("logitspec")[1], paper),
+        ablation_table(ablation_df, paper, machine_floor(main_df, ablation_df)),
+        logitspec_table(logitspec_df, paper, machine_floor(main_df, logitspec_df)),
         asd_table(frames("asd")[1], paper),
     ]
     return [t for t in tables if t is not None]

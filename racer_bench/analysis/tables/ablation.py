@@ -8,6 +8,7 @@ import pandas as pd
 from racer_bench.analysis import names, paper_numbers
 from racer_bench.analysis.tables.cells import DASH, num, speed_cell
 from racer_bench.analysis.tables.context import context_notes
+from racer_bench.analysis.tables.noise import ties_note
 from racer_bench.analysis.tables.papers import RACER_ABLATION_MAT, ordering_note
 from racer_bench.analysis.tables.render import Table
 from racer_bench.analysis.tables.rows import lookup
@@ -22,8 +23,9 @@ ABLATIONS = (
 )
 
 
-def ablation_table(runs_df: pd.DataFrame, paper: bool) -> Table | None:
-    """RACER variants (one override each) per task: ``speedup (MAT)`` and retrieval hit rate."""
+def ablation_table(runs_df: pd.DataFrame, paper: bool, floor: float | None = None) -> Table | None:
+    """RACER variants (one override each) per task: ``speedup (MAT)`` and retrieval hit rate;
+    speedups closer than the noise ``floor`` are named as ties."""
     df = runs_df[(runs_df["method"] == "racer") & runs_df["lossless"].astype(bool)]
     present = [(name, v) for name, v in ABLATIONS if (df["variant"] == v).any()]
     if len(present) < 2:
@@ -51,6 +53,12 @@ def ablation_table(runs_df: pd.DataFrame, paper: bool) -> Table | None:
         "Retrieval hit = share of steps whose draft holds a retrieved node.",
         *context_notes(df),
     ]
+    for task in tasks:
+        speedups = {name: float(row["speedup"]) for name, variant in present
+                    if (row := lookup(df, variant=variant, task=task)) is not None
+                    and not pd.isna(row.get("speedup"))}  # fmt: skip
+        notes.append(ties_note(speedups, floor, f"{names.task_name(task)} speedup"))
+    notes = [note for note in notes if note]
     if paper and "spec_bench" in tasks:
         notes += ablation_ordering_notes(df, present)
     return Table(

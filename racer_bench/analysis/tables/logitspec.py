@@ -8,6 +8,7 @@ import pandas as pd
 from racer_bench.analysis import names, paper_numbers
 from racer_bench.analysis.tables.cells import num
 from racer_bench.analysis.tables.context import context_notes
+from racer_bench.analysis.tables.noise import ties_note
 from racer_bench.analysis.tables.papers import (
     LOGITSPEC_HEADLINE,
     RACER_SPEC_BENCH,
@@ -44,8 +45,9 @@ LOGITSPEC_WHY = (
 )
 
 
-def logitspec_table(runs_df: pd.DataFrame, paper: bool) -> Table | None:
-    """Retrieval-based methods per task: speedup, MAT and retrieval success (hit rate)."""
+def logitspec_table(runs_df: pd.DataFrame, paper: bool, floor: float | None = None) -> Table | None:
+    """Retrieval-based methods per task: speedup, MAT and retrieval success (hit rate);
+    speedups closer than the noise ``floor`` are named as ties."""
     df = lossless_defaults(runs_df)
     if df.empty or "logitspec" not in set(df["method"]):
         return None
@@ -66,6 +68,7 @@ def logitspec_table(runs_df: pd.DataFrame, paper: bool) -> Table | None:
         "Retrieval success = share of steps whose draft holds a retrieved node "
         "(LogitSpec: an n-gram match of the next-next token guesses).",
         *context_notes(df),
+        *speedup_ties(df, tasks, floor),
     ]
     reference = reported_values(RACER_SPEC_BENCH, "speedup")
     ordering = [
@@ -83,3 +86,15 @@ def logitspec_table(runs_df: pd.DataFrame, paper: bool) -> Table | None:
         rows,
         notes + paper_numbers.citations(sources),
     )
+
+
+def speedup_ties(df: pd.DataFrame, tasks: list[str], floor: float | None) -> list[str]:
+    """A :func:`ties_note` per task and scheduler: methods whose speedups are within ``floor``."""
+    notes = []
+    for suffix, runs in scheduler_groups(df):
+        for task in tasks:
+            rows = runs[(runs["task"] == task) & runs["speedup"].notna()]
+            pairs = zip(rows["method"], rows["speedup"], strict=True)
+            speedups = {names.method_name(m): float(v) for m, v in pairs}
+            notes.append(ties_note(speedups, floor, f"{names.task_name(task)} speedup{suffix}"))
+    return [note for note in notes if note]

@@ -56,3 +56,34 @@ def floor_note(runs_df: pd.DataFrame) -> str | None:
         f"over its tasks) is this table's noise floor, ±{floor:.1%}. Speedups closer than the "
         "floor are ties: ≈ in the orderings, never an ordering."
     )
+
+
+def machine_floor(aa_source: pd.DataFrame, runs_df: pd.DataFrame) -> float | None:
+    """The noise floor that ``aa_source``'s A/A rows measured on the one machine ``runs_df`` ran
+    on (a table without A/A rows of its own borrows them); None when ``runs_df`` spans machines
+    or no A/A row ran on its machine."""
+    if runs_df.empty or "hardware_id" not in runs_df:
+        return None
+    machines = set(runs_df["hardware_id"].dropna())
+    aa = aa_rows(aa_source)
+    if len(machines) != 1 or aa.empty or "hardware_id" not in aa:
+        return None
+    return noise_floor(aa[aa["hardware_id"].isin(machines)])
+
+
+def ties_note(speedups: dict[str, float], floor: float | None, where: str) -> str | None:
+    """The pairs of ``speedups`` (row name -> speedup) closer than ``floor``: ties, not an
+    ordering (None without a floor or a tie). ``where`` names the column compared."""
+    names = sorted(speedups, key=lambda name: -speedups[name])
+    pairs = [
+        f"{high} ≈ {low}"
+        for i, high in enumerate(names)
+        for low in names[i + 1 :]
+        if tied(speedups[high], speedups[low], floor)
+    ]
+    if floor is None or not pairs:
+        return None
+    return (
+        f"Ties ({where}, within this machine's noise floor ±{floor:.1%}, measured by the A/A "
+        f"rows of the main table): {', '.join(pairs)}."
+    )
