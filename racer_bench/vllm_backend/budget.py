@@ -15,8 +15,12 @@ nothing: a plain AR step for it.
 ``C`` is measured, not assumed: :class:`StepCost` fits seconds per step against verified tokens
 per batch size from the time between the proposer's calls in pure decode steps (no request
 joining or prefilling), which includes vLLM's scheduler and sampler, which only its own steps
-show. Until a batch size has :attr:`StepCost.min_samples` such steps (and two distinct token
-counts), the nearest batch size's fit is used, else every chain is verified whole.
+show. A step that drafts nothing at all is timed apart (the median of such steps): vLLM's
+speculative path (rejection sampler, logits at every drafted position, our top-k) costs a step
+something as soon as one token is drafted, so the line through drafted steps does not say what
+drafting nothing costs, and a first drafted token is dearer than the line's slope. Until a
+batch size has :attr:`StepCost.min_samples` drafted steps at two token counts, the nearest
+batch size's fit is used, else every chain is verified whole.
 
 The estimator learns from every node whose parent was accepted, cut nodes included: under greedy
 verification a cut node would have been accepted exactly when its token is the one committed at
@@ -37,35 +41,57 @@ from racer_bench.engine.scheduler import ConfidenceOptions, counterfactual_trial
 from racer_bench.engine.structs import Draft
 
 
+@dataclass(frozen=True)
+class StepCurve:
+    """A batch size's step cost: ``intercept + per_token * tokens`` when anything is drafted,
+    ``zero`` seconds when nothing is (None: not measured yet, the line stands in)."""
+
+    intercept: float
+    per_token: float
+    zero: float | None = None
+
+    def costs(self, batch: int, max_drafted: int) -> np.ndarray:
+        """FloatArray[max_drafted + 1]: seconds of a step that verifies ``k`` drafted tokens."""
+        out = self.intercept + self.per_token * (batch + np.arange(max_drafted + 1, dtype=float))
+        if self.zero is not None:
+            out[0] = self.zero
+        return out
+
+
 @dataclass
 class StepCost:
-    """Seconds per vLLM step as ``a + c * tokens`` per batch size, fitted online.
+    """Seconds per vLLM step per batch size, fitted online (:class:`StepCurve`).
 
     Attributes:
         window: the most recent steps kept per batch size.
-        min_samples: steps a batch size needs before its fit is used.
+        min_samples: drafted steps a batch size needs before its line is used.
+        min_zero: steps without a drafted token before their median is used.
     """
 
     window: int = 256
     min_samples: int = 12
+    min_zero: int = 3
     samples: dict[int, deque[tuple[int, float]]] = field(default_factory=dict)
 
     def observe(self, batch: int, tokens: int, seconds: float) -> None:
         """One pure decode step of ``batch`` requests that verified ``tokens`` positions."""
         self.samples.setdefault(batch, deque(maxlen=self.window)).append((tokens, seconds))
 
-    def line(self, batch: int) -> tuple[float, float] | None:
-        """(intercept, seconds per token) for ``batch`` (the nearest fitted batch size when it
-        has none); None when no batch size has enough steps at two token counts."""
-        fitted = {b: fit for b in self.samples if (fit := self._fit(b)) is not None}
+    def curve(self, batch: int) -> StepCurve | None:
+        """The cost of a step of ``batch`` requests (the nearest fitted batch size's line when
+        it has none); None when no batch size has enough drafted steps at two token counts."""
+        fitted = {b: fit for b in self.samples if (fit := self._line(b)) is not None}
         if not fitted:
             return None
-        return fitted[min(fitted, key=lambda b: (abs(b - batch), -b))]
+        intercept, per_token = fitted[min(fitted, key=lambda b: (abs(b - batch), -b))]
+        zero = [t for n, t in self.samples.get(batch, ()) if n <= batch]
+        median = float(np.median(zero)) if len(zero) >= self.min_zero else None
+        return StepCurve(intercept, per_token, median)
 
-    def _fit(self, batch: int) -> tuple[float, float] | None:
-        """Least squares over the median seconds per token count, weighted by its steps (the
-        medians shrug off a step slowed by something else)."""
-        steps = self.samples.get(batch, ())
+    def _line(self, batch: int) -> tuple[float, float] | None:
+        """Least squares over the drafted steps' median seconds per token count, weighted by
+        its steps (the medians shrug off a step slowed by something else)."""
+        steps = [(n, t) for n, t in self.samples.get(batch, ()) if n > batch]
         if len(steps) < self.min_samples:
             return None
         by_count: dict[int, list[float]] = {}
@@ -82,12 +108,12 @@ class StepCost:
         return float(t_mean - slope * n_mean), slope
 
 
-def allocate(survivals: Sequence[Sequence[float]], intercept: float, per_token: float) -> list[int]:
+def allocate(survivals: Sequence[Sequence[float]], curve: StepCurve) -> list[int]:
     """Kept chain length per request that maximises expected tokens per second.
 
     Args:
         survivals: per request, S of each chain node in chain order (non-increasing).
-        intercept, per_token: the step cost ``intercept + per_token * verified tokens``.
+        curve: the step's cost by drafted tokens.
     Returns:
         per request, how many leading nodes of its chain to verify. Among equal values the
         longer choice wins, so a flat cost keeps every chain whole.
@@ -98,8 +124,7 @@ def allocate(survivals: Sequence[Sequence[float]], intercept: float, per_token: 
         key=lambda x: (-x[0], x[1], x[2]),
     )
     gains = np.concatenate([[float(b)], [s for s, _, _ in order]])
-    costs = intercept + per_token * (b + np.arange(len(order) + 1, dtype=float))
-    values = np.cumsum(gains) / np.maximum(costs, 1e-12)
+    values = np.cumsum(gains) / np.maximum(curve.costs(b, len(order)), 1e-12)
     k = int(np.flatnonzero(values >= values.max() * (1.0 - 1e-12))[-1])
     kept = [0] * b
     for _, r, j in order[:k]:  # decreasing survival admits a chain's nodes in chain order
@@ -161,10 +186,10 @@ class BatchBudget:
         verified tokens are remembered for the next :meth:`tick`."""
         present = [(i, e.survival) for i, e in enumerate(estimates) if e is not None]
         rows = [survivals for _, survivals in present]
-        line = self.cost.line(len(rows))
+        curve = self.cost.curve(len(rows))
         kept = [0] * len(estimates)
-        for (i, _), k in zip(present, [len(r) for r in rows] if line is None
-                             else allocate(rows, *line), strict=True):  # fmt: skip
+        for (i, _), k in zip(present, [len(r) for r in rows] if curve is None
+                             else allocate(rows, curve), strict=True):  # fmt: skip
             kept[i] = k
         if self._clock is not None:
             now, _, requests = self._clock

@@ -9,51 +9,56 @@ import torch
 
 from racer_bench.engine.structs import Draft, Source
 from racer_bench.vllm_backend.adapter import DrafterPool
-from racer_bench.vllm_backend.budget import BatchBudget, StepCost, allocate
+from racer_bench.vllm_backend.budget import BatchBudget, StepCost, StepCurve, allocate
 from tests.vllm.test_adapter import Recorder
 
 
-def brute_force(survivals: list[list[float]], a: float, c: float) -> float:
-    """The best expected tokens per second over every choice of kept lengths."""
+def value(survivals: list[list[float]], kept: tuple[int, ...] | list[int], curve: StepCurve):
+    """Expected tokens per second of one choice of kept lengths."""
     b = len(survivals)
-    best = 0.0
-    for kept in itertools.product(*[range(len(s) + 1) for s in survivals]):
-        tokens = b + sum(sum(s[:k]) for s, k in zip(survivals, kept, strict=True))
-        best = max(best, tokens / (a + c * (b + sum(kept))))
-    return best
+    tokens = b + sum(sum(s[:k]) for s, k in zip(survivals, kept, strict=True))
+    return tokens / curve.costs(b, sum(kept))[sum(kept)]
 
 
 @pytest.mark.parametrize("per_token", [0.0, 0.02, 0.2, 2.0])
-def test_allocate_finds_the_best_lengths_of_any_choice(per_token: float) -> None:
+@pytest.mark.parametrize("zero", [None, 0.5, 5.0])
+def test_allocate_finds_the_best_lengths_of_any_choice(per_token: float, zero: float | None):
     survivals = [[0.9, 0.7, 0.2], [0.4, 0.1], [], [0.95, 0.9, 0.85, 0.3]]
-    kept = allocate(survivals, 1.0, per_token)
-    b = len(survivals)
-    tokens = b + sum(sum(s[:k]) for s, k in zip(survivals, kept, strict=True))
-    value = tokens / (1.0 + per_token * (b + sum(kept)))
-    assert value == pytest.approx(brute_force(survivals, 1.0, per_token))
+    curve = StepCurve(1.0, per_token, zero)
+    best = max(value(survivals, kept, curve)
+               for kept in itertools.product(*[range(len(s) + 1) for s in survivals]))  # fmt: skip
+    assert value(survivals, allocate(survivals, curve), curve) == pytest.approx(best)
 
 
 def test_a_flat_cost_keeps_every_chain_and_a_steep_one_keeps_none() -> None:
     survivals = [[0.9, 0.5], [0.3]]
-    assert allocate(survivals, 1.0, 0.0) == [2, 1]
-    assert allocate(survivals, 1.0, 10.0) == [0, 0]
+    assert allocate(survivals, StepCurve(1.0, 0.0)) == [2, 1]
+    assert allocate(survivals, StepCurve(1.0, 10.0)) == [0, 0]
     # in between: only the surest token pays for its cost
-    assert allocate(survivals, 1.0, 1.0) == [1, 0]
+    assert allocate(survivals, StepCurve(1.0, 1.0)) == [1, 0]
+    # a step that drafts nothing costs less than the line says: drafting must pay for the jump
+    assert allocate(survivals, StepCurve(1.0, 0.1)) == [2, 1]
+    assert allocate(survivals, StepCurve(1.0, 0.1, zero=0.8)) == [0, 0]
 
 
 def test_step_cost_fits_a_line_per_batch_size_and_borrows_the_nearest() -> None:
     cost = StepCost(min_samples=4)
-    assert cost.line(4) is None
-    for tokens in (4, 8, 12, 16, 20, 24):
+    assert cost.curve(4) is None
+    for tokens in (5, 8, 12, 16, 20, 24):
         cost.observe(4, tokens, 0.1 + 0.01 * tokens)
     cost.observe(4, 8, 5.0)  # one step slowed by something else: the median ignores it
     cost.observe(4, 8, 0.18)
-    a, c = cost.line(4)
-    assert a == pytest.approx(0.1, abs=1e-6) and c == pytest.approx(0.01, abs=1e-6)
-    assert cost.line(16) == cost.line(4)  # no fit for 16 yet: the nearest batch size's
+    curve = cost.curve(4)
+    assert curve.intercept == pytest.approx(0.1, abs=1e-6)
+    assert curve.per_token == pytest.approx(0.01, abs=1e-6) and curve.zero is None
+    assert cost.curve(16) == curve  # no fit for 16 yet: the nearest batch size's
     for _ in range(5):
         cost.observe(1, 3, 0.05)
-    assert cost.line(1) == cost.line(4)  # one token count only: no slope to fit, borrowed
+    assert cost.curve(1).per_token == curve.per_token  # one token count: no slope, borrowed
+    for _ in range(3):  # steps of 4 requests that drafted nothing: timed apart from the line
+        cost.observe(4, 4, 0.09)
+    assert cost.curve(4).zero == pytest.approx(0.09)
+    assert cost.curve(4).per_token == curve.per_token
 
 
 def test_the_budget_learns_that_poor_nodes_fail_and_stops_verifying_them() -> None:
