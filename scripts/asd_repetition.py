@@ -6,18 +6,18 @@ A positive log-likelihood gap (ASD text *more* likely under the target than stri
 can mean the lossy verifier pushed the output into a loop, which a small model finds very
 likely. Per run folder this prints, over its finished prompts, the mean output length, how
 many outputs stopped before ``max_new_tokens`` and the mean share of 4-grams that repeat an
-earlier one (:func:`racer_bench.analysis.quality.repeated_ngram_share`), strict vs lossy.
+earlier one (:func:`racer_bench.analysis.quality.output_stats`), strict vs lossy; docs quote
+them with ``output_stat`` figure markers.
 """
 
 from __future__ import annotations
 
 import argparse
-import statistics
 from collections.abc import Sequence
 from pathlib import Path
 
 from racer_bench.analysis import records
-from racer_bench.analysis.quality import output_tokens, repeated_ngram_share
+from racer_bench.analysis.quality import output_stats
 from racer_bench.run.paired import STRICT
 
 HEADER = (
@@ -26,25 +26,17 @@ HEADER = (
 )
 
 
-def stopped_early(record: dict, mode: str) -> bool:
-    """Whether the last turn of ``mode`` ended before the token limit."""
-    return record[mode]["turns"][-1].get("stop_reason") != "length"
-
-
 def row(run_dir: Path) -> str:
     """One Markdown row for a paired lossy run."""
-    done = [r for r in records.load_prompts(run_dir) if r.get("status") == "ok" and STRICT in r]
-    if not done:
+    prompts = records.load_prompts(run_dir)
+    strict, lossy = output_stats(prompts, STRICT), output_stats(prompts, "method")
+    n = sum(1 for r in prompts if r.get("status") == "ok" and STRICT in r)
+    if not n:
         return f"| {run_dir} | 0 | – | – | – |"
-
-    def mean(fn, mode: str) -> float:
-        return statistics.mean(fn(output_tokens(r, mode)) for r in done)
-
-    stops = [sum(stopped_early(r, m) for r in done) for m in (STRICT, "method")]
     return (
-        f"| {run_dir} | {len(done)} | {mean(len, STRICT):.0f} → {mean(len, 'method'):.0f} "
-        f"| {stops[0]} → {stops[1]} | {mean(repeated_ngram_share, STRICT):.2f} → "
-        f"{mean(repeated_ngram_share, 'method'):.2f} |"
+        f"| {run_dir} | {n} | {strict['length']:.0f} → {lossy['length']:.0f} "
+        f"| {strict['stopped']} → {lossy['stopped']} | {strict['repeat4']:.2f} → "
+        f"{lossy['repeat4']:.2f} |"
     )
 
 

@@ -34,15 +34,23 @@ class MethodSpeeds:
     native: dict[str, Any] | None = None
 
 
+def draft_length(manifest: dict[str, Any]) -> str:
+    """The draft length rule a vLLM run used (records before the setting: ``fixed``)."""
+    inside = (manifest.get("backend") or {}).get("inside_vllm") or {}
+    if "draft_length" in inside:
+        return str(inside["draft_length"])
+    backend = (manifest.get("config") or {}).get("backend") or {}
+    return str(backend.get("draft_length", "fixed"))
+
+
 def load_runs(vllm_runs: Sequence[Path], native_runs: Sequence[Path]) -> list[MethodSpeeds]:
     """Methods in the order their vLLM runs are given; native runs join by method key."""
     rows: dict[str, MethodSpeeds] = {}
     for run in vllm_runs:
         manifest, summary = _read(run)
         key = str(manifest.get("method"))
-        backend = (manifest.get("config") or {}).get("backend") or {}
-        if backend.get("draft_length", "fixed") != "fixed":  # beside the same method's fixed row
-            key += f" ({backend['draft_length']})"
+        if draft_length(manifest) != "fixed":  # beside the same method's whole-chain row
+            key += f" ({draft_length(manifest)})"
         blocks = {int(b): blk for b, blk in summary["by_batch"].items()}
         rows[key] = MethodSpeeds(key, summary.get("label") or key, blocks)
     for run in native_runs:

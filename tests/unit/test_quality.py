@@ -93,3 +93,17 @@ def test_asd_repetition_script_compares_lossy_outputs_with_strict(tmp_path, caps
     assert load_script("asd_repetition").main([str(tmp_path)]) == 0
     line = capsys.readouterr().out.strip().splitlines()[-1]
     assert "| 1 | 16 → 16 | 1 → 0 | 0.00 → 0.85 |" in line
+
+
+def test_output_stats_cover_finished_prompts_with_both_sides_only() -> None:
+    loop = {"tokens": [5, 6] * 8, "stop_reason": "length"}
+    short = {"tokens": [1, 2, 3, 4], "stop_reason": "eos"}
+    done = {"status": "ok", "strict": {"turns": [short]}, "method": {"turns": [loop]}}
+    failed = {**done, "status": "failed"}
+    unpaired = {"status": "ok", "method": {"turns": [short]}}
+    strict = quality.output_stats([done, failed, unpaired], "strict")
+    lossy = quality.output_stats([done, failed, unpaired], "method")
+    assert strict == {"length": 4, "stopped": 1, "repeat4": 0.0}
+    assert lossy["length"] == 16 and lossy["stopped"] == 0
+    assert lossy["repeat4"] == pytest.approx(11 / 13)
+    assert math.isnan(quality.output_stats([], "method")["length"])

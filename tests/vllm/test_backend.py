@@ -15,7 +15,13 @@ import pytest
 
 from racer_bench.errors import ConfigError
 from racer_bench.run.setup import check_native
-from racer_bench.vllm_backend.offline import inside_vllm, keeps_state, speculative_config
+from racer_bench.vllm_backend.offline import (
+    draft_length_of,
+    inside_vllm,
+    keeps_state,
+    speculative_config,
+    validate_choices,
+)
 from racer_bench.vllm_backend.peers import VllmBuiltin
 from tests.conftest import REPO
 
@@ -24,6 +30,30 @@ def test_vllms_own_proposers_are_refused_by_the_native_loop(compose_cfg):
     cfg = compose_cfg("method=vllm_ngram", "model=tiny_random")
     with pytest.raises(ConfigError, match="runs only with backend=vllm"):
         check_native(VllmBuiltin("ngram"), cfg)
+
+
+def test_vllm_only_settings_are_refused_in_one_line(compose_cfg, monkeypatch):
+    cfg = compose_cfg("backend=vllm", "method=vllm_ngram", "model=tiny_random",
+                      "backend.draft_length=confidence")  # fmt: skip
+    with pytest.raises(ConfigError, match=r"backend\.draft_length=confidence: applies to our"):
+        validate_choices(cfg, {"method": "vllm_ngram"})
+    cfg = compose_cfg("backend=vllm", "method=vllm_suffix", "model=tiny_random")
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util,
+        "find_spec",
+        lambda name, *a: None if name == "arctic_inference" else real(name, *a),
+    )
+    with pytest.raises(ConfigError, match=r"method=vllm_suffix: .* needs arctic-inference"):
+        validate_choices(cfg, {"method": "vllm_suffix"})
+
+
+def test_auto_draft_length_cuts_our_chains_and_leaves_vllms_own_proposers_alone():
+    ours = type("D", (), {"name": "racer"})()
+    assert draft_length_of(ours, "auto") == "confidence"
+    assert draft_length_of(ours, "fixed") == "fixed"
+    assert draft_length_of(VllmBuiltin("ngram"), "auto") == "fixed"
+    assert draft_length_of(type("D", (), {"name": "ar"})(), "auto") == "fixed"
 
 
 def test_speculative_configs_and_labels():
