@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -162,6 +163,14 @@ def command(cell: Cell, run_dir: Path) -> list[str]:
     return [*base, *cell.overrides, f"hydra.run.dir={run_dir}"]
 
 
+def cell_env() -> dict[str, str]:
+    """The environment of a cell's process: this checkout first on ``PYTHONPATH``, so a script
+    cell (``scripts/asd_grid.py``, whose own folder heads ``sys.path``) runs this tree's code and
+    records its commit, not that of wherever racer_bench happens to be installed from."""
+    paths = [str(REPO_ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(paths)}
+
+
 def run_cells(table: str, out: Path, sha: str) -> dict[str, float]:
     """Make every cell not finished yet; returns this sitting's wall seconds per cell."""
     cells = cells_of(table)
@@ -175,7 +184,7 @@ def run_cells(table: str, out: Path, sha: str) -> dict[str, float]:
         argv = command(cell, run_dir)
         print(f"[{i}/{len(cells)}] {cell.name}: {' '.join(argv[2:])}", flush=True)
         start = time.perf_counter()
-        done = subprocess.run(argv, cwd=REPO_ROOT)
+        done = subprocess.run(argv, cwd=REPO_ROOT, env=cell_env())
         walls[cell.name] = time.perf_counter() - start
         record_walls(out / table, {cell.name: walls[cell.name]}, sha)
         if done.returncode != 0:

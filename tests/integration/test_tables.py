@@ -15,6 +15,7 @@ from racer_bench.analysis.tables import build_tables, table_runs
 from racer_bench.analysis.tables.ablation import ABLATIONS
 from racer_bench.analysis.tables.categories import head_to_head_notes
 from racer_bench.analysis.tables.papers import ordering_note
+from racer_bench.analysis.tables.render import header_sources
 from tests.conftest import CONF_DIR, REPO
 from tests.scripts import load_script
 from tests.unit.test_frames import SPEC_CATEGORIES, write_run
@@ -239,10 +240,11 @@ def test_a_table_of_one_machine_and_engine_shows_it_without_a_mixing_note(tmp_pa
 
 
 def test_the_curated_tables_note_every_mix_of_machines_or_engines() -> None:
-    """Every table built from the committed records: if the runs behind its rows differ in
-    hardware fingerprint or engine (read from the manifests here), its notes say so."""
-    curated = sorted(p for p in (REPO / "results" / "curated").iterdir() if p.is_dir())
-    runs = frames.load_runs(curated, check=False)
+    """Every table built from the committed records docs/tables.md is made of: if the runs
+    behind its rows differ in hardware fingerprint or engine (read from the manifests here), its
+    notes say so."""
+    first_line = (REPO / "docs" / "tables.md").read_text(encoding="utf-8").split("\n", 1)[0]
+    runs = frames.load_runs([REPO / s for s in header_sources(first_line)], check=False)
     for table in build_tables(runs, paper=False):
         home = table_runs(runs, table.key, newest=True)
         settings = {(frames.hardware_of(r.manifest)[0], frames.engine_of(r.manifest)) for r in home}

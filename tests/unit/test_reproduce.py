@@ -4,6 +4,7 @@ the command of each cell and the wall-time record; nothing here runs a benchmark
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -88,3 +89,9 @@ def test_a_dirty_tree_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
         reproduce.check_clean(tmp_path)
     monkeypatch.setattr(records, "git_state", lambda repo: {"git_sha": "abc", "git_dirty": False})
     assert reproduce.check_clean(tmp_path) == "abc"
+
+
+def test_cells_run_this_checkouts_code_first(monkeypatch) -> None:
+    monkeypatch.setenv("PYTHONPATH", "/elsewhere")
+    paths = reproduce.cell_env()["PYTHONPATH"].split(os.pathsep)
+    assert paths == [str(reproduce.REPO_ROOT), "/elsewhere"]
