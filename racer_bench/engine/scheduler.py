@@ -176,6 +176,11 @@ class ConfidenceOptions:
     min_candidates: PositiveInt = 16
     candidate_window: PositiveInt = 16
 
+    def estimator(self) -> AcceptanceEstimator:
+        """A fresh acceptance estimator with these settings."""
+        return AcceptanceEstimator(self.prior_mean, self.prior_strength, self.backoff_strength,
+                                   self.max_depth)  # fmt: skip
+
 
 class ConfidenceScheduler:
     """Keeps the prefix (in decreasing survival) with the most expected tokens per cost.
@@ -193,9 +198,7 @@ class ConfidenceScheduler:
         self.profile, self.options = profile, options
         self.persist_across_prompts = options.persist_across_prompts
         self._kept: deque[int] = deque(maxlen=options.candidate_window)
-        self.estimator = AcceptanceEstimator(options.prior_mean, options.prior_strength,
-                                             options.backoff_strength,
-                                             options.max_depth)  # fmt: skip
+        self.estimator = options.estimator()
 
     def reset(self) -> None:
         if not self.persist_across_prompts:

@@ -58,6 +58,12 @@ class RequestState:
     estimate: ChainEstimate | None = None  # the uncut chain's survivals (with a budget)
 
 
+def holds_retrieval(chain: Draft) -> bool:
+    """Whether a chain holds a retrieval-sourced node."""
+    sources = chain.source.tolist() if chain.source is not None else []
+    return int(Source.RETRIEVAL) in sources
+
+
 def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
     """Length of the longest common prefix of two token lists."""
     n = 0
@@ -114,9 +120,8 @@ class DrafterPool:
             state = self._start(req_id, context, prompt_len)
         accepted, retrieval, root_topk, fed = self._feed(state, context, topk)
         tree, chain = self._next_chain(state, context, root_topk)
-        sources = chain.source.tolist() if chain.source is not None else []
         note = StepNote(accepted, retrieval, len(tree), len(chain), time.perf_counter() - start,
-                        fed, int(Source.RETRIEVAL) in sources)  # fmt: skip
+                        fed, holds_retrieval(chain))  # fmt: skip
         return chain.tokens.tolist(), note
 
     def cut(self, req_id: str, keep: int, note: StepNote) -> list[int]:
@@ -126,8 +131,7 @@ class DrafterPool:
         assert state.chain is not None
         if keep < len(state.chain):
             state.chain = select_nodes(state.chain, list(range(keep)))
-        sources = state.chain.source.tolist() if state.chain.source is not None else []
-        note.chain, note.has_retrieval = len(state.chain), int(Source.RETRIEVAL) in sources
+        note.chain, note.has_retrieval = len(state.chain), holds_retrieval(state.chain)
         return state.chain.tokens.tolist()
 
     def release_missing(self, active: set[str]) -> list[str]:

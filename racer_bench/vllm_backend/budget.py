@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from racer_bench.engine.acceptance import AcceptanceEstimator, Bucket, node_features, survival
+from racer_bench.engine.acceptance import Bucket, node_features, survival
 from racer_bench.engine.scheduler import ConfidenceOptions, counterfactual_trials, drafter_priors
 from racer_bench.engine.structs import Draft
 
@@ -153,9 +153,7 @@ class BatchBudget:
     def __init__(self, options: ConfidenceOptions | None = None, cost: StepCost | None = None):
         self.options = options or ConfidenceOptions()
         self.cost = cost or StepCost()
-        o = self.options
-        self.estimator = AcceptanceEstimator(o.prior_mean, o.prior_strength, o.backoff_strength,
-                                             o.max_depth)  # fmt: skip
+        self.estimator = self.options.estimator()
         self._clock: tuple[float, int, frozenset[str]] | None = None  # (time, tokens, requests)
 
     def estimate(self, chain: Draft) -> ChainEstimate:
