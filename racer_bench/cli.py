@@ -16,12 +16,13 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
 from racer_bench.analysis import records
-from racer_bench.analysis.report import print_batch_summary, print_summary
+from racer_bench.analysis.report import print_batch_summary, print_serve_summary, print_summary
 from racer_bench.config.paths import CONF_DIR
 from racer_bench.errors import ConfigError, RunStopped, find_config_error
 from racer_bench.run import runlock
 from racer_bench.run.runner import run
 from racer_bench.vllm_backend.offline import run as run_vllm
+from racer_bench.vllm_backend.serving import run as run_serving
 
 GROUPS = ("backend", "model", "method", "verifier", "scheduler", "task", "logger", "experiment",
           "sweep", "debug")  # fmt: skip
@@ -109,7 +110,9 @@ def _hydra_main(cfg: DictConfig) -> float | None:
         if config_error is None:
             raise
         _fail(config_error, 2)
-    if summary.get("backend") == "vllm":
+    if summary.get("mode") == "serve":
+        print_serve_summary(summary)
+    elif summary.get("backend") == "vllm":
         print_batch_summary(summary)
     else:
         print_summary(summary)
@@ -119,8 +122,10 @@ def _hydra_main(cfg: DictConfig) -> float | None:
 
 def _run(cfg: DictConfig, run_dir: Path, overrides: list[str]) -> dict[str, Any]:
     """The run on the configured backend (vLLM is imported only when asked for)."""
-    if cfg.get("backend", {}).get("name") == "vllm":
-        return run_vllm(cfg, run_dir, _choices())
+    backend = cfg.get("backend", {})
+    if backend.get("name") == "vllm":
+        serve = backend.get("mode") == "serve"
+        return (run_serving if serve else run_vllm)(cfg, run_dir, _choices())
     return run(cfg, run_dir, _choices(), overrides=overrides)
 
 

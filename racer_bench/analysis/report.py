@@ -127,3 +127,46 @@ def print_batch_summary(summary: dict[str, Any]) -> None:
     console.print(batch_table(summary))
     for line in setting_lines(summary):
         console.print(line)
+
+
+SERVE_COLUMNS = [
+    (("baseline", "output_throughput"), "AR tok/s", "{:.1f}"),
+    (("method", "output_throughput"), "method tok/s", "{:.1f}"),
+    (("throughput_speedup",), "speedup", "{:.2f}x"),
+    (("baseline", "p50_tpot_ms"), "AR TPOT p50", "{:.1f}"),
+    (("method", "p50_tpot_ms"), "TPOT p50", "{:.1f}"),
+    (("method", "p95_tpot_ms"), "TPOT p95", "{:.1f}"),
+    (("baseline", "p50_ttft_ms"), "AR TTFT p50", "{:.0f}"),
+    (("method", "p50_ttft_ms"), "TTFT p50", "{:.0f}"),
+    (("acceptance", "length"), "accept len", "{:.2f}"),
+]
+
+
+def dig(block: dict[str, Any] | None, path: tuple[str, ...]) -> Any:
+    """``block[path[0]][path[1]]...``, None where a level is missing."""
+    for key in path:
+        block = block.get(key) if isinstance(block, dict) else None
+    return block
+
+
+def serve_table(summary: dict[str, Any]) -> Table:
+    """One row per concurrency (``backend=vllm_serve`` runs): throughput, TPOT and TTFT (ms)."""
+    label = summary.get("label") or "method"
+    table = Table(title=f"{label}, backend=vllm_serve, {summary.get('n_prompts', 0)} prompts "
+                        "per concurrency")  # fmt: skip
+    table.add_column("concurrency", justify="right")
+    for _, label, _ in SERVE_COLUMNS:
+        table.add_column(label, justify="right")
+    table.add_column("identical", justify="right")
+    for level, block in summary.get("by_concurrency", {}).items():
+        cells = [fmt(dig(block, path), pattern) for path, _, pattern in SERVE_COLUMNS]
+        cells.append(fmt(block.get("identical"), "{:.0%}"))
+        table.add_row(str(level), *cells)
+    return table
+
+
+def print_serve_summary(summary: dict[str, Any]) -> None:
+    console = Console(width=max(Console().width, 140))
+    console.print(serve_table(summary))
+    for line in setting_lines(summary):
+        console.print(line)

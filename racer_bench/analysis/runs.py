@@ -83,6 +83,10 @@ class Run:
     @cached_property
     def summary(self) -> dict[str, Any]:
         backend = self.manifest.get("backend") or {}
+        if backend.get("mode") == "serve":  # one block per concurrency
+            from racer_bench.vllm_backend.serve_records import summarize_serving
+
+            return summarize_serving(self.path, self.records)
         if backend.get("name") == "vllm":  # one block per batch size
             depth = int((self.manifest.get("config") or {}).get("backend", {}).get(
                 "num_speculative_tokens", 5))  # fmt: skip

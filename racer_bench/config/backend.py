@@ -19,6 +19,11 @@ class BackendConfig:
     """
 
     name: Literal["native", "vllm"] = "native"
+    # vllm only. offline: llm.generate batches at each of batch_sizes (offline.py) | serve: two
+    # `vllm serve` processes driven by `vllm bench serve` at each concurrency (serving.py)
+    mode: Literal["offline", "serve"] = "offline"
+    concurrency: list[PositiveInt] = field(default_factory=lambda: [1, 2, 4, 8, 16])
+    ready_timeout_s: Annotated[float, Interval(gt=0)] = 600.0  # serve: seconds to /health
     batch_sizes: list[PositiveInt] = field(default_factory=lambda: [1])
     num_speculative_tokens: PositiveInt = 5  # draft chain length; vLLM verifies chains only
     # auto: confidence for our drafters, fixed for vLLM's own proposers | fixed: every step
