@@ -12,7 +12,7 @@ sweep=asd_grid`` is the Hydra-multirun equivalent for a cluster (every job then 
 own strict run).
 
 The grid runs at the CLI's defaults (``scheduler=auto`` ...); the model drafters' GSM8K records
-(``results/curated/asd_grid_gsm8k_drafters``) were made with ``scheduler=fixed``.
+(``results/archive/asd_grid_gsm8k_drafters``) were made with ``scheduler=fixed``.
 """
 
 from __future__ import annotations

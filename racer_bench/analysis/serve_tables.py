@@ -15,6 +15,8 @@ from typing import Any
 
 from racer_bench.analysis import records as run_records
 
+AA_LABEL = "vLLM AR again (A/A)"  # method=ar: a second AR server against the first
+
 
 @dataclass
 class ServeRun:
@@ -35,7 +37,8 @@ def load_serve_runs(run_dirs: Sequence[Path]) -> list[ServeRun]:
             raise ValueError(f"{run}: not a serving run (backend=vllm_serve)")
         levels = {int(c): block for c, block in summary["by_concurrency"].items()}
         key = str(manifest.get("method"))
-        runs.append(ServeRun(key, summary.get("label") or key, levels))
+        label = AA_LABEL if key == "ar" else summary.get("label") or key
+        runs.append(ServeRun(key, label, levels))
     return runs
 
 

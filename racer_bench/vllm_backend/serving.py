@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -118,6 +118,9 @@ class ServerPair:
         self.timeout = float(backend.ready_timeout_s)
         self.stateful = keeps_state(method)
         self.servers: dict[str, VllmServer] = {}
+        # e.g. read the servers' CPU time: a stopped server's engine process would otherwise
+        # count as another program's load (it is no longer our descendant once it exits)
+        self.before_stop: Callable[[], None] | None = None
 
     def commands(self) -> dict[str, list[str]]:
         """Both ``vllm serve`` commands (ports chosen now)."""
@@ -142,6 +145,8 @@ class ServerPair:
         """A method that learns across requests (:func:`.offline.keeps_state`) gets a fresh
         server."""
         if self.stateful:
+            if self.before_stop is not None:
+                self.before_stop()
             self.servers.pop("method").stop()
             self.start(["method"])
 
@@ -201,6 +206,7 @@ def run_in(cfg: DictConfig, run_dir: Path, choices: dict[str, str]) -> dict[str,
     records.write_json(run_dir / records.MANIFEST_FILE, info)
     (run_dir / records.INCOMPLETE_FILE).write_text("run not finished\n")
     meter = hardware.LoadMeter(include_children=True).start()
+    servers.before_stop = meter.sample
     try:
         servers.start()
         sweep(cfg, servers, task, target, prompts, dataset, max_new, run_dir)

@@ -104,3 +104,31 @@ def test_curate_replaces_the_run_folder_and_the_checkout_it_was_started_from(tmp
     assert str(tmp_path) not in text
     assert '"run_dir": "pld_humaneval"' in (dest / "summary.json").read_text()
     assert "path: ./conf" in (dest / ".hydra/hydra.yaml").read_text()
+
+
+def curated_runs() -> list[Path]:
+    return sorted(p.parent for p in (REPO / "results/curated").rglob("manifest.json"))
+
+
+def test_every_curated_run_names_a_clean_commit_its_machine_and_its_load() -> None:
+    """Provenance of every curated record: made from a committed tree (the sha is in the
+    history, nothing uncommitted), on a fingerprinted machine, with the load it ran under."""
+    import subprocess
+
+    runs = curated_runs()
+    assert runs
+    problems = []
+    for run in runs:
+        manifest = json.loads((run / "manifest.json").read_text())
+        summary = json.loads((run / "summary.json").read_text())
+        sha = manifest.get("git_sha")
+        known = sha and subprocess.run(["git", "cat-file", "-e", f"{sha}^{{commit}}"], cwd=REPO,
+                                       capture_output=True).returncode == 0  # fmt: skip
+        if manifest.get("git_dirty") is not False or not known:
+            dirty = manifest.get("git_dirty")
+            problems.append(f"{run.relative_to(REPO)}: sha {sha}, dirty {dirty}")
+        if not (manifest.get("hardware") or {}).get("id"):
+            problems.append(f"{run.relative_to(REPO)}: no hardware fingerprint")
+        if "load" not in summary and "load" not in manifest:
+            problems.append(f"{run.relative_to(REPO)}: no load record")
+    assert problems == []
