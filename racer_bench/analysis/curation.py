@@ -14,6 +14,9 @@ from racer_bench.config.paths import REPO_ROOT
 
 RECORDS = ("prompts.jsonl", "summary.json", "manifest.json", "cost_profile.json", "cli.log")
 HYDRA = ("config.yaml", "overrides.yaml", "hydra.yaml")
+# a serving sweep's load-generator results (its summary is computed from them) and the prompts
+# it sent; the servers' logs stay behind
+RECORD_GLOBS = ("serve/*.json", "serve/*.jsonl")
 
 
 def machine_paths(run: Path, dest: Path | None = None) -> list[tuple[str, str]]:
@@ -78,7 +81,8 @@ def curate(run: Path, dest: Path) -> Path:
     if not (run / "summary.json").exists() or (run / "INCOMPLETE").exists():
         raise SystemExit(f"error: {run} is not a finished run folder")
     pairs = machine_paths(run, dest)
-    names = [*RECORDS, *(f".hydra/{n}" for n in HYDRA)]
+    globbed = [str(p.relative_to(run)) for g in RECORD_GLOBS for p in sorted(run.glob(g))]
+    names = [*RECORDS, *(f".hydra/{n}" for n in HYDRA), *globbed]
     for name in names:
         src = run / name
         if not src.exists():

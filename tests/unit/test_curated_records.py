@@ -132,3 +132,22 @@ def test_every_curated_run_names_a_clean_commit_its_machine_and_its_load() -> No
         if "load" not in summary and "load" not in manifest:
             problems.append(f"{run.relative_to(REPO)}: no load record")
     assert problems == []
+
+
+def test_curate_keeps_a_serving_sweeps_load_generator_results_but_not_server_logs(
+    tmp_path,
+) -> None:
+    from racer_bench.analysis.curation import curate
+
+    run = tmp_path / "run"
+    (run / "serve").mkdir(parents=True)
+    for name in ("summary.json", "manifest.json"):
+        (run / name).write_text("{}")
+    (run / "serve/c1_method.json").write_text(json.dumps({"path": str(run / "serve")}))
+    (run / "serve/prompts_served.jsonl").write_text('{"prompt": "p"}\n')
+    (run / "serve/server_method.log").write_text("log\n")
+    dest = curate(run, tmp_path / "curated")
+    assert (dest / "serve/c1_method.json").exists()
+    assert (dest / "serve/prompts_served.jsonl").exists()
+    assert not (dest / "serve/server_method.log").exists()
+    assert str(tmp_path) not in (dest / "serve/c1_method.json").read_text()
