@@ -20,6 +20,7 @@ from typing import Any
 
 from racer_bench.analysis import metrics
 from racer_bench.analysis import records as run_records
+from racer_bench.analysis.serve_summary import summarize_serving
 from racer_bench.analysis.summary import summarize, summarize_batches
 from racer_bench.config.construct import constructor_node
 from racer_bench.tasks.base import Prompt, Task
@@ -84,8 +85,6 @@ class Run:
     def summary(self) -> dict[str, Any]:
         backend = self.manifest.get("backend") or {}
         if backend.get("mode") == "serve":  # one block per concurrency
-            from racer_bench.vllm_backend.serve_records import summarize_serving
-
             return summarize_serving(self.path, self.records)
         if backend.get("name") == "vllm":  # one block per batch size
             depth = int((self.manifest.get("config") or {}).get("backend", {}).get(

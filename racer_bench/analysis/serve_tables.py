@@ -15,7 +15,7 @@ from typing import Any
 
 from racer_bench.analysis import records as run_records
 
-AA_LABEL = "vLLM AR again (A/A)"  # method=ar: a second AR server against the first
+AA_LABEL = "vLLM AR again (A/A)"  # a run without speculation: a second AR server
 
 
 @dataclass
@@ -37,7 +37,8 @@ def load_serve_runs(run_dirs: Sequence[Path]) -> list[ServeRun]:
             raise ValueError(f"{run}: not a serving run (backend=vllm_serve)")
         levels = {int(c): block for c, block in summary["by_concurrency"].items()}
         key = str(manifest.get("method"))
-        label = AA_LABEL if key == "ar" else summary.get("label") or key
+        speculates = (manifest.get("backend") or {}).get("speculative_config") is not None
+        label = summary.get("label") or key if speculates else AA_LABEL
         runs.append(ServeRun(key, label, levels))
     return runs
 

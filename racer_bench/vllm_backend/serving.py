@@ -21,7 +21,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 from tqdm.auto import tqdm
 
-from racer_bench.analysis import records
+from racer_bench.analysis import records, serve_summary
 from racer_bench.config.construct import construct, task_max_new_tokens
 from racer_bench.errors import ConfigError
 from racer_bench.run import runlock
@@ -77,10 +77,10 @@ def bench_args(base_url: str, model: str, dataset: Path, n: int, concurrency: in
             "--extra-body", json.dumps(extra), "--num-warmups", "0",
             "--ready-check-timeout-sec", "0",
             "--request-id-prefix", serve_records.request_prefix(concurrency, mode),
-            "--percentile-metrics", ",".join(serve_records.LATENCIES),
-            "--metric-percentiles", ",".join(map(str, serve_records.PERCENTILES)),
+            "--percentile-metrics", ",".join(serve_summary.LATENCIES),
+            "--metric-percentiles", ",".join(map(str, serve_summary.PERCENTILES)),
             "--save-result", "--save-detailed", "--result-dir", str(result_dir),
-            "--result-filename", serve_records.result_name(concurrency, mode),
+            "--result-filename", serve_summary.result_name(concurrency, mode),
             "--disable-tqdm"]  # fmt: skip
 
 
@@ -102,7 +102,7 @@ class ServerPair:
         backend = cfg.backend
         self.k = int(backend.num_speculative_tokens)
         self.speculative = speculative_config(method, self.k)
-        self.folder = run_dir / serve_records.RESULTS_DIR
+        self.folder = run_dir / serve_summary.RESULTS_DIR
         self.step_log = StepLog(run_dir / STEP_LOG)
         spec_json = json.dumps({"method": OmegaConf.to_container(cfg.method, resolve=True),
                                 "max_draft": cfg.max_draft, "max_new_tokens": max_new,
@@ -130,7 +130,7 @@ class ServerPair:
         return {mode: serve_command(self.model_path, free_port(), *self.build, spec, gpu=gpu)
                 for mode, spec in (("baseline", None), ("method", self.speculative))}  # fmt: skip
 
-    def start(self, modes: Sequence[str] = serve_records.MODES) -> None:
+    def start(self, modes: Sequence[str] = serve_summary.MODES) -> None:
         """Start (and warm up) the servers of ``modes``, one after the other."""
         commands = self.commands()
         for mode in modes:
@@ -196,7 +196,7 @@ def run_in(cfg: DictConfig, run_dir: Path, choices: dict[str, str]) -> dict[str,
     if multi_turn:
         log.warning("%d prompts have several turns; the server is sent their first", multi_turn)
     ids = first_turns(prompts, task, target.tokenizer)
-    dataset = run_dir / serve_records.RESULTS_DIR / DATASET_FILE
+    dataset = run_dir / serve_summary.RESULTS_DIR / DATASET_FILE
     write_dataset(dataset, [target.tokenizer.decode(i) for i in ids], max_new)
     servers = ServerPair(cfg, run_dir, method, str(target.model.name_or_path), max_new, settings)
     info = run_manifest(cfg, choices, target, method, task, max_new, verifier="greedy",
@@ -213,7 +213,7 @@ def run_in(cfg: DictConfig, run_dir: Path, choices: dict[str, str]) -> dict[str,
         load = meter.stop()
     finally:
         servers.stop()
-    summary = serve_records.summarize_serving(run_dir, records.load_prompts(run_dir))
+    summary = serve_summary.summarize_serving(run_dir, records.load_prompts(run_dir))
     fingerprint = info["hardware"]
     summary |= {"metric": task.metric, "run_dir": str(run_dir), "backend": "vllm",
                 "label": receives.get("label"), "load": load, "load_warning": load["warning"],
@@ -230,7 +230,7 @@ def sweep(cfg: DictConfig, servers: ServerPair, task: Task, target: Any, prompts
     for n, c in enumerate(tqdm(list(cfg.backend.concurrency), desc="concurrency", unit="level")):
         if n:
             servers.restart_if_stateful()
-        order = serve_records.MODES if n % 2 == 0 else serve_records.MODES[::-1]
+        order = serve_summary.MODES if n % 2 == 0 else serve_summary.MODES[::-1]
         results = {}
         for mode in order:
             server = servers.servers[mode]
@@ -247,7 +247,7 @@ def sweep(cfg: DictConfig, servers: ServerPair, task: Task, target: Any, prompts
 def prompt_tokens_match(run_dir: Path, ids: Sequence[list[int]], levels: Sequence[int]) -> float:
     """Share of prompts the load generator's tokenizer counts as long as our rendering: the
     server is sent text, so this says whether it saw the tokens the native loop would."""
-    result = serve_records.load_results(run_dir, int(levels[0]))["baseline"]
+    result = serve_summary.load_results(run_dir, int(levels[0]))["baseline"]
     lens = result.get("input_lens") or []
     return sum(int(a) == len(b) for a, b in zip(lens, ids, strict=False)) / max(len(ids), 1)
 

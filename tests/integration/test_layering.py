@@ -32,6 +32,8 @@ def test_the_native_engine_imports_neither_vllm_nor_the_layers_above_it():
 
 
 def test_only_the_vllm_backends_engine_modules_import_vllm():
-    allowed = {"racer_bench/vllm_backend/offline.py", "racer_bench/vllm_backend/plugin.py"}
+    # the offline engines, the plugin, the serving sweep's load generator, the step profiler
+    allowed = {f"racer_bench/vllm_backend/{name}.py"
+               for name in ("offline", "plugin", "serving", "step_profile")}  # fmt: skip
     importing = set(offenders("", ("vllm",)))
     assert importing <= allowed

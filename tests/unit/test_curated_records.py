@@ -151,3 +151,13 @@ def test_curate_keeps_a_serving_sweeps_load_generator_results_but_not_server_log
     assert (dest / "serve/prompts_served.jsonl").exists()
     assert not (dest / "serve/server_method.log").exists()
     assert str(tmp_path) not in (dest / "serve/c1_method.json").read_text()
+
+
+def test_each_curated_table_was_made_on_one_machine() -> None:
+    """A table's runs share one hardware fingerprint (reproduce refuses to mix machines)."""
+    machines: dict[str, set[str]] = {}
+    for run in curated_runs():
+        table = run.relative_to(REPO / "results/curated").parts[0]
+        hardware = json.loads((run / "manifest.json").read_text()).get("hardware") or {}
+        machines.setdefault(table, set()).add(str(hardware.get("id")))
+    assert {t: ids for t, ids in machines.items() if len(ids) > 1} == {}

@@ -13,6 +13,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from racer_bench.analysis import records
+from racer_bench.analysis import serve_summary as ss
 from racer_bench.analysis.runs import load_run
 from racer_bench.analysis.serve_tables import load_serve_runs, plot_serving, serve_tables
 from racer_bench.errors import ConfigError
@@ -71,10 +72,10 @@ def level(tmp_path: Path, concurrency: int = 2) -> list[dict]:
         "baseline": bench_result(["def f", "x = 1"], [9, 5], 0.05, 0.040),
         "method": bench_result(["def f", "x = 2"], [9, 5], 0.06, 0.020, spec=True),
     }
-    folder = tmp_path / sr.RESULTS_DIR
+    folder = tmp_path / ss.RESULTS_DIR
     folder.mkdir(parents=True, exist_ok=True)
     for mode, result in results.items():
-        (folder / sr.result_name(concurrency, mode)).write_text(json.dumps(result))
+        (folder / ss.result_name(concurrency, mode)).write_text(json.dumps(result))
     prefix = sr.request_prefix(concurrency, "method")
     log_keys = {f"cmpl-{prefix}0-0": notes([2, 3, 0, 3]), f"cmpl-{prefix}1-0": notes([1, 0, 0]),
                 "cmpl-c4-method-0-0": notes([5])}  # another concurrency's: ignored  # fmt: skip
@@ -107,7 +108,7 @@ def test_records_carry_timings_identity_scores_and_the_requests_acceptance(tmp_p
 
 def test_level_summary_takes_vllms_aggregates_and_averages_acceptance_both_ways(tmp_path):
     recs = level(tmp_path)
-    block = sr.level_summary(recs, sr.load_results(tmp_path, 2))
+    block = ss.level_summary(recs, ss.load_results(tmp_path, 2))
     assert block["throughput_speedup"] == pytest.approx(1.0)  # same tokens, same duration
     assert block["tpot_speedup_p50"] == pytest.approx(2.0)  # 40 ms -> 20 ms
     assert block["ttft_ratio_p50"] == pytest.approx(60 / 50)
@@ -125,9 +126,16 @@ def test_a_run_folder_resummarizes_to_what_the_run_wrote(tmp_path):
     recs = level(tmp_path, 1) + level(tmp_path, 4)
     for record in recs:
         records.append_prompt(tmp_path, record)
-    manifest = {"method": "pld", "backend": {"name": "vllm", "mode": "serve"}}
+    manifest = {
+        "method": "pld",
+        "backend": {
+            "name": "vllm",
+            "mode": "serve",
+            "speculative_config": {"method": "custom_class"},
+        },
+    }
     records.write_json(tmp_path / records.MANIFEST_FILE, manifest)
-    summary = sr.summarize_serving(tmp_path, records.load_prompts(tmp_path))
+    summary = ss.summarize_serving(tmp_path, records.load_prompts(tmp_path))
     assert summary["concurrency"] == [1, 4] and summary["n_prompts"] == 2
     records.write_json(tmp_path / records.SUMMARY_FILE, summary | {"label": "PLD"})
     assert load_run(tmp_path).summary == summary
