@@ -8,7 +8,7 @@ servers land).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -61,46 +61,45 @@ def ar_spread(runs: Sequence[ServeRun], c: int, key: str) -> str:
     return f"{values[0]:.1f} ({min(values):.1f}-{max(values):.1f})"
 
 
+def header(title: str, levels: Sequence[int]) -> list[str]:
+    """A table's first two lines: the title cell and one column per concurrency."""
+    return [f"| {title} | " + " | ".join(f"c={c}" for c in levels) + " |",
+            "|---|" + "---:|" * len(levels)]  # fmt: skip
+
+
+def row(label: str, levels: Sequence[int], blocks: dict[int, dict[str, Any]],
+        show: Callable[[dict[str, Any]], str]) -> str:  # fmt: skip
+    """One Markdown row: ``show`` of each concurrency's block, ``-`` where a run has none."""
+    cells = [show(blocks[c]) if c in blocks else "-" for c in levels]
+    return f"| {label} | " + " | ".join(cells) + " |"
+
+
 def throughput_table(runs: Sequence[ServeRun]) -> str:
     """Output tok/s and the gain over the run's own AR, per concurrency."""
     levels = concurrencies(runs)
     ar = " | ".join(ar_spread(runs, c, "output_throughput") for c in levels)
-    lines = ["| output tok/s (x own AR) | " + " | ".join(f"c={c}" for c in levels) + " |",
-             "|---|" + "---:|" * len(levels), f"| vLLM AR (range over runs) | {ar} |"]  # fmt: skip
-    for r in runs:
-        cells = []
-        for c in levels:
-            block = r.levels.get(c)
-            if block is None:
-                cells.append("-")
-                continue
-            cells.append(f"{block['method']['output_throughput']:.1f} "
-                         f"({cell(block['throughput_speedup'], '{:.2f}x')})")  # fmt: skip
-        lines.append(f"| {r.label} | " + " | ".join(cells) + " |")
+    lines = [*header("output tok/s (x own AR)", levels), f"| vLLM AR (range over runs) | {ar} |"]
+
+    def show(block: dict[str, Any]) -> str:
+        return (f"{block['method']['output_throughput']:.1f} "
+                f"({cell(block['throughput_speedup'], '{:.2f}x')})")  # fmt: skip
+
+    lines += [row(r.label, levels, r.levels, show) for r in runs]
     return "\n".join(lines)
 
 
 def latency_table(runs: Sequence[ServeRun], name: str, title: str) -> str:
     """p50 / p95 of one latency (``tpot``, ``ttft``...) in ms, per concurrency, AR first."""
     levels = concurrencies(runs)
-    lines = [f"| {title} p50 / p95 (ms) | " + " | ".join(f"c={c}" for c in levels) + " |",
-             "|---|" + "---:|" * len(levels)]  # fmt: skip
+    lines = header(f"{title} p50 / p95 (ms)", levels)
 
-    def pair(block: dict[str, Any] | None) -> str:
-        if block is None:
-            return "-"
-        return (f"{cell(block.get(f'p50_{name}_ms'), '{:.1f}')} / "
-                f"{cell(block.get(f'p95_{name}_ms'), '{:.1f}')}")  # fmt: skip
+    def pair(mode: str) -> Callable[[dict[str, Any]], str]:
+        return lambda block: (f"{cell(block[mode].get(f'p50_{name}_ms'), '{:.1f}')} / "
+                              f"{cell(block[mode].get(f'p95_{name}_ms'), '{:.1f}')}")  # fmt: skip
 
     if runs:
-        first = runs[0]
-        lines.append("| vLLM AR | " + " | ".join(
-            pair(first.levels[c]["baseline"] if c in first.levels else None) for c in levels
-        ) + " |")  # fmt: skip
-    for r in runs:
-        lines.append(f"| {r.label} | " + " | ".join(
-            pair(r.levels[c]["method"] if c in r.levels else None) for c in levels
-        ) + " |")  # fmt: skip
+        lines.append(row("vLLM AR", levels, runs[0].levels, pair("baseline")))
+    lines += [row(r.label, levels, r.levels, pair("method")) for r in runs]
     return "\n".join(lines)
 
 
@@ -108,22 +107,15 @@ def acceptance_table(runs: Sequence[ServeRun]) -> str:
     """Acceptance per concurrency: vLLM's acceptance length (per step that drafted), our
     drafters' MAT averaged per request / per token, and the identical-to-AR rate."""
     levels = concurrencies(runs)
-    lines = ["| accept length · MAT per request / per token · identical | "
-             + " | ".join(f"c={c}" for c in levels) + " |",
-             "|---|" + "---:|" * len(levels)]  # fmt: skip
-    for r in runs:
-        cells = []
-        for c in levels:
-            block = r.levels.get(c)
-            if block is None:
-                cells.append("-")
-                continue
-            length = cell((block.get("acceptance") or {}).get("length"), "{:.2f}")
-            per = block.get("per_request")
-            mats = (f"{per['mat_per_request']:.2f} / {per['mat_per_token']:.2f}" if per
-                    else "-")  # fmt: skip
-            cells.append(f"{length} · {mats} · {cell(block.get('identical'), '{:.0%}')}")
-        lines.append(f"| {r.label} | " + " | ".join(cells) + " |")
+    lines = header("accept length · MAT per request / per token · identical", levels)
+
+    def show(block: dict[str, Any]) -> str:
+        length = cell((block.get("acceptance") or {}).get("length"), "{:.2f}")
+        per = block.get("per_request")
+        mats = f"{per['mat_per_request']:.2f} / {per['mat_per_token']:.2f}" if per else "-"
+        return f"{length} · {mats} · {cell(block.get('identical'), '{:.0%}')}"
+
+    lines += [row(r.label, levels, r.levels, show) for r in runs]
     return "\n".join(lines)
 
 

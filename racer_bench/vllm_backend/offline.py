@@ -292,11 +292,7 @@ class VllmEngines:
         self.k = int(backend.num_speculative_tokens)
         self.speculative = speculative_config(method, self.k)
         self.log = StepLog(run_dir / STEP_LOG)
-        spec_json = json.dumps({"method": OmegaConf.to_container(cfg.method, resolve=True),
-                                "max_draft": cfg.max_draft, "max_new_tokens": max_new,
-                                "draft_length": draft_length_of(
-                                    method, backend.get("draft_length", "auto")),
-                                "log": str(run_dir / STEP_LOG)})  # fmt: skip
+        spec_json = proposer_spec(cfg, method, max_new, run_dir)
         self.env = engine_env(backend, spec_json, settings["env"])
         self.model_path = str(target.model.name_or_path)
         self.dtype = str(settings["dtype"])
@@ -341,11 +337,25 @@ class VllmEngines:
         self.method = None
 
     def recorded_env(self) -> dict[str, str]:
-        """The engine environment as the manifest keeps it: no proposer spec, no paths."""
-        env = {k: v for k, v in self.env.items() if k != SPEC_ENV}
-        if "LD_PRELOAD" in env:
-            env["LD_PRELOAD"] = " ".join(Path(p).name for p in env["LD_PRELOAD"].split())
-        return env
+        return manifest_env(self.env)
+
+
+def proposer_spec(cfg: DictConfig, method: Any, max_new: int, run_dir: Path) -> str:
+    """What our proposer reads in vLLM's worker (:data:`.proposer.SPEC_ENV`, JSON): the method's
+    resolved node, the draft budget and rule, the generation length, the step log's path."""
+    return json.dumps({"method": OmegaConf.to_container(cfg.method, resolve=True),
+                       "max_draft": cfg.max_draft, "max_new_tokens": max_new,
+                       "draft_length": draft_length_of(
+                           method, cfg.backend.get("draft_length", "auto")),
+                       "log": str(run_dir / STEP_LOG)})  # fmt: skip
+
+
+def manifest_env(env: Mapping[str, str]) -> dict[str, str]:
+    """An engine environment as the manifest keeps it: no proposer spec, no paths."""
+    kept = {k: v for k, v in env.items() if k != SPEC_ENV}
+    if "LD_PRELOAD" in kept:
+        kept["LD_PRELOAD"] = " ".join(Path(p).name for p in kept["LD_PRELOAD"].split())
+    return kept
 
 
 def keeps_state(method: Any) -> bool:

@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 from tqdm.auto import tqdm
 
 from racer_bench.analysis import records, serve_summary
@@ -35,11 +35,12 @@ from racer_bench.vllm_backend.offline import (
     WARM_UP_TEXT,
     StepLog,
     check_vllm,
-    draft_length_of,
     engine_env,
     engine_settings,
     inside_vllm,
     keeps_state,
+    manifest_env,
+    proposer_spec,
     speculative_config,
     validate_choices,
 )
@@ -104,11 +105,7 @@ class ServerPair:
         self.speculative = speculative_config(method, self.k)
         self.folder = run_dir / serve_summary.RESULTS_DIR
         self.step_log = StepLog(run_dir / STEP_LOG)
-        spec_json = json.dumps({"method": OmegaConf.to_container(cfg.method, resolve=True),
-                                "max_draft": cfg.max_draft, "max_new_tokens": max_new,
-                                "draft_length": draft_length_of(
-                                    method, backend.get("draft_length", "auto")),
-                                "log": str(run_dir / STEP_LOG)})  # fmt: skip
+        spec_json = proposer_spec(cfg, method, max_new, run_dir)
         self.envs = {"baseline": engine_env(backend, None, settings["env"]),
                      "method": engine_env(backend, spec_json if self.speculative and
                                           self.speculative["method"] == "custom_class"
@@ -157,10 +154,7 @@ class ServerPair:
 
     def recorded_env(self) -> dict[str, str]:
         """The method server's environment as the manifest keeps it (no spec, no paths)."""
-        env = {k: v for k, v in self.envs["method"].items() if not k.startswith("RACER_BENCH")}
-        if "LD_PRELOAD" in env:
-            env["LD_PRELOAD"] = " ".join(Path(p).name for p in env["LD_PRELOAD"].split())
-        return env
+        return manifest_env(self.envs["method"])
 
 
 def run(cfg: DictConfig, run_dir: Path, choices: dict[str, str]) -> dict[str, Any]:
