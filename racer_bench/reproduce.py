@@ -258,20 +258,18 @@ def regenerate_docs(folder: str) -> list[str]:
     rewritten."""
     written = []
     for doc in sorted((REPO_ROOT / "docs").glob("*.md")):
-        command = script_doc(doc.read_text(encoding="utf-8").split("\n", 1)[0], folder)
-        if command is not None:
-            where = str(doc.relative_to(REPO_ROOT))
+        first_line = doc.read_text(encoding="utf-8").split("\n", 1)[0]
+        where = str(doc.relative_to(REPO_ROOT))
+        sources = header_sources(first_line)
+        if sources and folder in sources:
+            script = REPO_ROOT / "scripts" / "make_tables.py"
+            argv = [sys.executable, str(script), "--results", *sources, "--out", where]
+            subprocess.run(argv, cwd=REPO_ROOT, check=True)
+            written.append(where)
+        elif (command := script_doc(first_line, folder)) is not None:
             subprocess.run([sys.executable, *command, "--out", where], cwd=REPO_ROOT, check=True,
                            stdout=subprocess.DEVNULL)  # fmt: skip
             written.append(where)
-    for doc in sorted((REPO_ROOT / "docs").glob("*.md")):
-        sources = header_sources(doc.read_text(encoding="utf-8").split("\n", 1)[0])
-        if sources and folder in sources:
-            script = REPO_ROOT / "scripts" / "make_tables.py"
-            where = str(doc.relative_to(REPO_ROOT))
-            argv = [sys.executable, str(script), "--results", *sources, "--out", where]
-            subprocess.run(argv, cwd=REPO_ROOT, check=True)
-            written.append(str(doc.relative_to(REPO_ROOT)))
     index = REPO_ROOT / "docs" / "figures" / "generated.json"
     entries = json.loads(index.read_text()) if index.exists() else {}
     drawn: dict[tuple[str, ...], list[str]] = {}

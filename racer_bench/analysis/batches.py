@@ -49,8 +49,9 @@ def load_runs(vllm_runs: Sequence[Path], native_runs: Sequence[Path]) -> list[Me
     for run in vllm_runs:
         manifest, summary = _read(run)
         key = str(manifest.get("method"))
-        if draft_length(manifest) != "fixed":  # beside the same method's whole-chain row
-            key += f" ({draft_length(manifest)})"
+        rule = draft_length(manifest)
+        if rule != "fixed":  # beside the same method's whole-chain row
+            key += f" ({rule})"
         blocks = {int(b): blk for b, blk in summary["by_batch"].items()}
         rows[key] = MethodSpeeds(key, summary.get("label") or key, blocks)
     for run in native_runs:

@@ -14,6 +14,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
+from racer_bench.analysis import metrics
+
 MODES = ("baseline", "method")
 LATENCIES = ("ttft", "tpot", "itl", "e2el")
 PERCENTILES = (50, 95, 99)
@@ -62,24 +66,14 @@ def per_request_acceptance(records: Sequence[dict[str, Any]]) -> dict[str, Any] 
             hist[k] = hist.get(k, 0) + v
     return {"requests": len(rows), "mat_per_request": statistics.fmean(r["mat"] for r in rows),
             "mat_per_token": sum(r["committed"] for r in rows) / sum(r["steps"] for r in rows),
-            "mat_request_p10": quantile([r["mat"] for r in rows], 0.1),
+            "mat_request_p10": float(np.quantile([r["mat"] for r in rows], 0.1)),
             "acceptance_hist": dict(sorted(hist.items(), key=lambda kv: int(kv[0])))}  # fmt: skip
-
-
-def quantile(values: Sequence[float], q: float) -> float:
-    """The ``q`` quantile, linear between order statistics."""
-    ordered = sorted(values)
-    pos = q * (len(ordered) - 1)
-    low = int(pos)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (pos - low)
 
 
 def mean_scores(records: Sequence[dict[str, Any]], key: str) -> dict[str, float]:
     """Each score's mean over the records (``score`` or ``baseline_score``)."""
     names = sorted({n for r in records for n in (r.get(key) or {})})
-    return {n: statistics.fmean(r[key][n] for r in records if n in (r.get(key) or {}))
-            for n in names}  # fmt: skip
+    return {n: metrics.mean_score(records, n, key) for n in names}
 
 
 def level_summary(records: Sequence[dict[str, Any]], results: Mapping[str, Mapping]) -> dict:
