@@ -47,16 +47,6 @@ class LayerParams(ctypes.Structure):
     ]  # fmt: skip
 
 
-def _library() -> ctypes.CDLL:
-    lib = small_gemm.library()
-    ptr, long = ctypes.c_void_p, ctypes.c_long
-    lib.decoder_layer.argtypes = [ptr, ptr, long, long, ptr, ptr, ptr, ptr]
-    lib.decoder_layer_scratch.argtypes = [ptr, long]
-    lib.decoder_layer_scratch.restype = long
-    lib.final_norm.argtypes = [ptr, ptr, ptr, long, long, ctypes.c_float, ctypes.c_int, ptr]
-    return lib
-
-
 def unsupported(model: nn.Module) -> str | None:
     """Why the native forward cannot run ``model`` (None when it can)."""
     config = model.config
@@ -89,7 +79,6 @@ class NativeLlama:
     """Decode forwards of a Llama model (fast engine) through ``decoder_layer``."""
 
     def __init__(self, model: nn.Module) -> None:
-        self.lib = _library()
         body = model.get_decoder()
         config = model.config
         self.embed = body.embed_tokens
@@ -99,7 +88,7 @@ class NativeLlama:
         self.code = TYPE_CODES[model.dtype]
         self.hidden = int(config.hidden_size)
         self.params = [self._layer(layer, config) for layer in body.layers]
-        size = self.lib.decoder_layer_scratch(ctypes.byref(self.params[0]), MAX_ROWS)
+        size = small_gemm.library().decoder_layer_scratch(ctypes.byref(self.params[0]), MAX_ROWS)
         self.scratch = torch.empty(size, dtype=torch.float32)
 
     def _layer(self, layer: nn.Module, config: Any) -> LayerParams:
@@ -137,14 +126,15 @@ class NativeLlama:
         h = self.embed(ids).contiguous()
         cos, sin = self.rotary_tables(positions)
         mask = visible.data_ptr() if visible is not None else None
+        lib = small_gemm.library()  # looked up per step: a kernel A/B swaps it
         for params, layer in zip(self.params, cache.layers, strict=True):
             keys, values = kv_cache.reserve(layer, past + t)
             params.k_cache, params.v_cache = keys.data_ptr(), values.data_ptr()
             params.cache_head, params.cache_row = keys.stride(1), keys.stride(2)
-            self.lib.decoder_layer(ctypes.byref(params), h.data_ptr(), t, past, cos.data_ptr(),
+            lib.decoder_layer(ctypes.byref(params), h.data_ptr(), t, past, cos.data_ptr(),
                                    sin.data_ptr(), mask, self.scratch.data_ptr())  # fmt: skip
         out = torch.empty_like(h)
-        self.lib.final_norm(h.data_ptr(), self.norm.weight.data_ptr(), out.data_ptr(), t,
+        lib.final_norm(h.data_ptr(), self.norm.weight.data_ptr(), out.data_ptr(), t,
                             self.hidden, self.norm.variance_epsilon, self.code,
                             self.scratch.data_ptr())  # fmt: skip
         return out

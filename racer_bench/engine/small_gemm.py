@@ -8,8 +8,9 @@ Why a kernel of our own: on the 2-core AVX2 reference machine, MKL's sgemm behin
 ``F.linear`` runs 2-16-row products (the shape of a speculative step) at a third of the
 core's peak, and oneDNN's or MKL's packed paths do not do better (docs/benchmarks.md has the
 numbers). The kernel streams each weight once per forward and reuses it across up to 6 rows
-in registers, so forwards of up to ~8 tokens cost about what the weights' memory traffic costs,
-and it is batch-invariant (a row's output does not depend on the other rows).
+in registers (8 in the AVX512-BF16 kernel), prefetching the next weights while it reuses the
+current ones for further rows, so forwards of up to ~8 tokens cost about what the weights'
+memory traffic costs, and it is batch-invariant (a row's output does not depend on the other rows).
 
 The library is built with the system C compiler (``$CC``, else ``cc``) into
 ``$RACER_BENCH_CACHE/kernels`` (default ``~/.cache/racer_bench/kernels``) the first time it is
@@ -28,7 +29,8 @@ import platform
 import shutil
 import subprocess
 import tempfile
-from contextlib import nullcontext
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
 import torch
@@ -79,7 +81,7 @@ def _load() -> tuple[ctypes.CDLL | None, str | None]:
         return None, f"needs x86-64 Linux (this is {platform.machine()} {os.name})"
     if torch.backends.cpu.get_cpu_capability() not in ("AVX2", "AVX512"):
         return None, "needs a CPU with AVX2 and FMA"
-    compiler = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
+    compiler = find_compiler()
     if compiler is None:
         return None, "no C compiler found (set CC or install gcc)"
     flags = build_flags()
@@ -90,6 +92,16 @@ def _load() -> tuple[ctypes.CDLL | None, str | None]:
         error = _compile(compiler, flags, path)
         if error:
             return None, error
+    return open_library(path)
+
+
+def find_compiler() -> str | None:
+    return os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
+
+
+def open_library(path: Path) -> tuple[ctypes.CDLL | None, str | None]:
+    """Load a built library, check its ABI versions and declare every entry point's types:
+    (library, None) or (None, why it cannot be used)."""
     lib = ctypes.CDLL(str(path))
     if lib.small_gemm_abi_version() != ABI_VERSION:
         return None, f"{path} has ABI {lib.small_gemm_abi_version()}, expected {ABI_VERSION}"
@@ -103,17 +115,23 @@ def _load() -> tuple[ctypes.CDLL | None, str | None]:
     lib.row_attention.argtypes = [ptr] * 5 + [long] * 9 + [ctypes.c_float, i32]
     lib.small_gemm_pack_pairs.argtypes = [ptr, ptr, long, long]
     lib.small_gemm_bf16_pairs.argtypes = [ptr, ptr, ptr, long, long, long]
+    lib.decoder_layer.argtypes = [ptr, ptr, long, long, ptr, ptr, ptr, ptr]
+    lib.decoder_layer_scratch.argtypes = [ptr, long]
+    lib.decoder_layer_scratch.restype = long
+    lib.final_norm.argtypes = [ptr, ptr, ptr, long, long, ctypes.c_float, i32, ptr]
     return lib, None
 
 
-def _compile(compiler: str, flags: tuple[str, ...], path: Path) -> str | None:
+def _compile(
+    compiler: str, flags: tuple[str, ...], path: Path, sources: tuple[Path, ...] = SOURCES
+) -> str | None:
     """Build the library at ``path`` (atomically); return an error line or None."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=path.parent) as tmp:
         out = Path(tmp) / path.name
         try:
             done = subprocess.run(
-                [compiler, *flags, *map(str, SOURCES), "-o", str(out), "-lm"],
+                [compiler, *flags, *map(str, sources), "-o", str(out), "-lm"],
                 capture_output=True, text=True, timeout=120,
             )  # fmt: skip
         except (OSError, subprocess.TimeoutExpired) as error:
@@ -138,11 +156,28 @@ def unavailable_reason() -> str | None:
     return _load()[1]
 
 
+_swapped: list[ctypes.CDLL] = []  # a library put in place by `swapped_library` (kernel A/B)
+
+
 def library() -> ctypes.CDLL:
+    if _swapped:
+        return _swapped[-1]
     lib, why = _load()
     if lib is None:
         raise RuntimeError(f"small GEMM kernel unavailable: {why}")
     return lib
+
+
+@contextmanager
+def swapped_library(lib: ctypes.CDLL) -> Iterator[None]:
+    """Every kernel call inside the block goes to ``lib`` (another build of the same ABI, from
+    :func:`open_library`): how a bench times two kernel revisions on one loaded model. Packed
+    weights are shared, so both builds must pack alike (the ABI version says so)."""
+    _swapped.append(lib)
+    try:
+        yield
+    finally:
+        _swapped.pop()
 
 
 def bf16_kernel() -> str:

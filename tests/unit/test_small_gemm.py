@@ -119,3 +119,38 @@ def test_every_schedule_builds_and_gives_the_same_bits(schedule: str, tmp_path) 
     lib.small_gemm.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_long] * 3
     lib.small_gemm(x.data_ptr(), packed.data_ptr(), y.data_ptr(), 12, 200, 64)
     assert torch.equal(y, small_gemm.matmul(x, packed, 200))
+
+
+HAS_PAIRS = (
+    small_gemm.unavailable_reason() is None and small_gemm.library().small_gemm_has_avx512bf16()
+)
+needs_pairs = pytest.mark.skipif(
+    not HAS_PAIRS,
+    reason="the pairs kernel needs AVX512-BF16",
+)
+
+
+@needs_pairs
+@pytest.mark.parametrize("m", [1, 5, 8, 9, 16, 17, 40])
+@pytest.mark.parametrize(("n", "k"), [(16, 8), (37, 20), (200, 96)])
+def test_pairs_kernel_matches_a_float64_product(m: int, n: int, k: int) -> None:
+    """Every block shape (1-8 rows, 1-8 panels, tails) computes x @ W.T of the bfloat16 inputs."""
+    gen = torch.Generator().manual_seed(m * 1000 + n + k)
+    w = torch.randn(n, k, generator=gen).bfloat16()
+    x = torch.randn(m, k, generator=gen).bfloat16()
+    got = small_gemm.matmul_pairs(x, small_gemm.pack_pairs(w), n)
+    exact = x.double() @ w.double().T
+    torch.testing.assert_close(got.double(), exact, rtol=0, atol=1e-6 * k)
+
+
+@needs_pairs
+def test_pairs_rows_do_not_depend_on_the_other_rows() -> None:
+    """A row alone and inside 2..40-row products (every split into blocks of up to 8 rows, a
+    prefetching block among them) gives identical bits."""
+    gen = torch.Generator().manual_seed(3)
+    w = torch.randn(300, 64, generator=gen).bfloat16()
+    packed = small_gemm.pack_pairs(w)
+    x = torch.randn(40, 64, generator=gen).bfloat16()
+    alone = torch.stack([small_gemm.matmul_pairs(x[i : i + 1], packed, 300)[0] for i in range(40)])
+    for m in (2, 7, 8, 9, 12, 16, 17, 33, 40):
+        assert torch.equal(small_gemm.matmul_pairs(x[:m], packed, 300), alone[:m])

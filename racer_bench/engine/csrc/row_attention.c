@@ -49,26 +49,49 @@ static float softmax_weights(float *scores, long n) {
 
 /* Scores of GC query heads (q: [GC, dim]) against the visible keys: each key row is loaded
  * once for all of them; per (head, key) one FMA chain over 8 lanes, the fixed fold, the tail,
- * then the scale. GC is a compile-time constant so the accumulators stay in registers. */
-#define DEFINE_SCORES(GC)                                                                     \
+ * then the scale. KU keys are taken at once so that KU * GC independent chains hide the FMA
+ * latency (one key gives only GC); a score's chain is the same whichever keys share its pass.
+ * GC and KU are compile-time constants so the accumulators stay in registers. */
+#define DEFINE_SCORES(GC, KU)                                                                 \
     static void scores_##GC(const float *q, const void *k, const long *keys, long n,         \
                             long dim, long k_base, long k_row, float scale, int type,         \
                             float *scores) {                                                  \
-        for (long i = 0; i < n; i++) {                                                        \
-            long off = k_base + keys[i] * k_row, d = 0;                                       \
-            __m256 acc[GC];                                                                   \
-            _Pragma("GCC unroll 4") for (int g = 0; g < GC; g++) acc[g] = _mm256_setzero_ps(); \
-            for (; d + 8 <= dim; d += 8) {                                                    \
-                __m256 kd = load8(k, off + d, type);                                          \
-                _Pragma("GCC unroll 4") for (int g = 0; g < GC; g++)                          \
-                    acc[g] = _mm256_fmadd_ps(_mm256_loadu_ps(q + g * dim + d), kd, acc[g]);   \
-            }                                                                                 \
+        long i = 0;                                                                           \
+        for (; i + KU <= n; i += KU)                                                          \
+            score_keys_##GC##_##KU(q, k, keys + i, n, i, dim, k_base, k_row, scale, type,     \
+                                   scores);                                                   \
+        for (; i < n; i++)                                                                    \
+            score_keys_##GC##_1(q, k, keys + i, n, i, dim, k_base, k_row, scale, type,        \
+                                scores);                                                      \
+    }
+
+/* Scores of GC heads against the KU keys keys[0..KU) (score columns first..first+KU). */
+#define DEFINE_SCORE_KEYS(GC, KU)                                                             \
+    static inline void score_keys_##GC##_##KU(const float *q, const void *k, const long *keys, \
+                                              long n, long first, long dim, long k_base,      \
+                                              long k_row, float scale, int type,              \
+                                              float *scores) {                                \
+        long off[KU], d = 0;                                                                  \
+        __m256 acc[KU][GC];                                                                   \
+        _Pragma("GCC unroll 4") for (int u = 0; u < KU; u++) {                                \
+            off[u] = k_base + keys[u] * k_row;                                                \
+            _Pragma("GCC unroll 4") for (int g = 0; g < GC; g++) acc[u][g] = _mm256_setzero_ps(); \
+        }                                                                                     \
+        for (; d + 8 <= dim; d += 8) {                                                        \
+            __m256 kd[KU];                                                                    \
+            _Pragma("GCC unroll 4") for (int u = 0; u < KU; u++) kd[u] = load8(k, off[u] + d, type); \
             _Pragma("GCC unroll 4") for (int g = 0; g < GC; g++) {                            \
-                float total = fold8(acc[g]);                                                  \
-                for (long e = d; e < dim; e++)                                                \
-                    total = fmaf(q[g * dim + e], load1(k, off + e, type), total);             \
-                scores[g * n + i] = total * scale;                                            \
+                __m256 qd = _mm256_loadu_ps(q + g * dim + d);                                 \
+                _Pragma("GCC unroll 4") for (int u = 0; u < KU; u++)                          \
+                    acc[u][g] = _mm256_fmadd_ps(qd, kd[u], acc[u][g]);                        \
             }                                                                                 \
+        }                                                                                     \
+        _Pragma("GCC unroll 4") for (int u = 0; u < KU; u++)                                  \
+            _Pragma("GCC unroll 4") for (int g = 0; g < GC; g++) {                            \
+            float total = fold8(acc[u][g]);                                                   \
+            for (long e = d; e < dim; e++)                                                    \
+                total = fmaf(q[g * dim + e], load1(k, off[u] + e, type), total);              \
+            scores[g * n + first + u] = total * scale;                                        \
         }                                                                                     \
     }
 
@@ -122,10 +145,18 @@ static void values_tail(const float *w, const float *sums, long gc, const void *
         }
 }
 
-DEFINE_SCORES(1)
-DEFINE_SCORES(2)
-DEFINE_SCORES(3)
-DEFINE_SCORES(4)
+DEFINE_SCORE_KEYS(1, 1)
+DEFINE_SCORE_KEYS(1, 4)
+DEFINE_SCORE_KEYS(2, 1)
+DEFINE_SCORE_KEYS(2, 4)
+DEFINE_SCORE_KEYS(3, 1)
+DEFINE_SCORE_KEYS(3, 2)
+DEFINE_SCORE_KEYS(4, 1)
+DEFINE_SCORE_KEYS(4, 2)
+DEFINE_SCORES(1, 4)
+DEFINE_SCORES(2, 4)
+DEFINE_SCORES(3, 2)
+DEFINE_SCORES(4, 2)
 DEFINE_VALUES(1, 4)
 DEFINE_VALUES(2, 4)
 DEFINE_VALUES(3, 4)

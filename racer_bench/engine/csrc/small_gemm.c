@@ -36,7 +36,7 @@
 #define FOR_EACH_GROUP PRAGMA(omp parallel for schedule(PANEL_SCHEDULE))
 
 #define NR 16
-#define MR_MAX 6
+#define MR_MAX 8 /* the most rows any kernel's block takes (kernel.mr says its own) */
 
 int small_gemm_abi_version(void) { return 4; }
 
@@ -99,10 +99,18 @@ static inline void store_row(float *y, __m256 lo, __m256 hi, long cols) {
  * One MR x (NP * 16) block: rows x[0..MR), panels packed[0..NP) (NP consecutive panels),
  * all of k. `cols` = valid output columns from the block's first column (may be < NP * 16
  * only in the last block). Each accumulator is one FMA chain over k in order.
+ *
+ * `ahead` (bytes, or 0): while it streams its panels the block prefetches the weights that lie
+ * `ahead` bytes further on, one cache line per panel and step of k. The driver passes the size
+ * of the panel group being walked to the first block of rows, so the next group is on its way
+ * from memory while the later blocks of rows reuse the current one from cache: without it a
+ * many-row product waits for memory once per group and computes only between the waits.
  */
+#define PREFETCH_AHEAD(BASE, AHEAD, OFFSET_BYTES)                                              \
+    if (AHEAD) _mm_prefetch((const char *)(BASE) + (AHEAD) + (OFFSET_BYTES), _MM_HINT_T1)
 #define DEFINE_BLOCK(NAME, TYPE, LOAD, MR, NP)                                               \
     static void NAME##_##MR##x##NP(const void *xv, long k, const void *pv, float *y,         \
-                                   long ldy, long cols) {                                    \
+                                   long ldy, long cols, long ahead) {                        \
         const float *x = xv;                                                                 \
         const TYPE *panel = pv;                                                              \
         __m256 acc[MR][NP][2];                                                               \
@@ -116,6 +124,8 @@ static inline void store_row(float *y, __m256 lo, __m256 hi, long cols) {
             _Pragma("GCC unroll 4") for (int q = 0; q < NP; q++) {                           \
                 w[q][0] = LOAD(panel + (q * k + kk) * NR);                                   \
                 w[q][1] = LOAD(panel + (q * k + kk) * NR + 8);                               \
+                if ((kk * NR * sizeof(TYPE)) % 64 == 0) /* once per cache line */            \
+                    PREFETCH_AHEAD(panel, ahead, (q * k + kk) * NR * sizeof(TYPE));          \
             }                                                                                \
             _Pragma("GCC unroll 8") for (int m = 0; m < MR; m++) {                           \
                 __m256 b = _mm256_broadcast_ss(x + m * k + kk);                              \
@@ -133,28 +143,29 @@ static inline void store_row(float *y, __m256 lo, __m256 hi, long cols) {
     }
 
 typedef void (*block_fn)(const void *x, long k, const void *panel, float *y, long ldy,
-                         long cols);
+                         long cols, long ahead);
 
 #define NP_MAX 8
 
-/* A kernel: blocks[MR][NP] walk MR rows over NP panels (NP up to np[MR]); the sizes of an x
- * element and a weight element. */
+/* A kernel: blocks[MR][NP] walk MR rows over NP panels (NP up to np[MR], MR up to mr); the
+ * sizes of an x element and a weight element. */
 typedef struct {
     block_fn blocks[MR_MAX + 1][NP_MAX + 1];
     long np[MR_MAX + 1];
-    long x_size, w_size;
+    long x_size, w_size, mr;
 } kernel;
 
 /*
- * Rows are split into ceil(m / 6) blocks of near-equal size (16 = 6 + 5 + 5, 8 = 4 + 4): a
- * block of r rows keeps r * NP independent accumulator chains per 16 columns. Panels are split
- * into one near-equal chunk per thread, walked a group of NP panels at a time (the last group of
- * a chunk with fewer); every block of rows reads a group before the next group is loaded.
+ * Rows are split into ceil(m / mr) blocks of near-equal size (mr 6: 16 = 6 + 5 + 5; mr 8:
+ * 16 = 8 + 8, 12 = 6 + 6): a block of r rows keeps r * NP independent accumulator chains per 16
+ * columns. Panels are split into one near-equal chunk per thread, walked a group of NP panels at
+ * a time (the last group of a chunk with fewer); every block of rows reads a group before the
+ * next group is loaded, and the first block prefetches the next group.
  */
 static void drive(const kernel *kn, const void *x, const void *packed, float *y, long m, long n,
                   long k) {
     long panels = (n + NR - 1) / NR;
-    long blocks = (m + MR_MAX - 1) / MR_MAX;
+    long blocks = (m + kn->mr - 1) / kn->mr;
     long base = blocks ? m / blocks : 0, extra = blocks ? m % blocks : 0;
     long chunks = omp_get_max_threads();
     chunks = chunks < panels ? chunks : panels;
@@ -166,6 +177,7 @@ FOR_EACH_GROUP
         /* group-major: a group's panels stay in cache while every block of rows reads them */
         for (long g = lo; g < hi; g += group) {
             long g_end = hi - g < group ? hi : g + group;
+            long next_group = g_end < hi ? (g_end - g) * k * NR * kn->w_size : 0;
             for (long b = 0; b < blocks; b++) {
                 long start = b * base + (b < extra ? b : extra);
                 long rows = base + (b < extra ? 1 : 0), np = kn->np[rows];
@@ -174,7 +186,7 @@ FOR_EACH_GROUP
                     long count = g_end - first < np ? g_end - first : np;
                     const char *panel = wb + first * k * NR * kn->w_size;
                     kn->blocks[rows][count](xs, k, panel, y + start * n + first * NR, n,
-                                            n - first * NR);
+                                            n - first * NR, b == blocks - 1 && b ? next_group : 0);
                 }
             }
         }
@@ -197,7 +209,8 @@ FOR_EACH_GROUP
          {0, N##_6x1}},                                                                      \
         {1, 4, 3, 2, 1, 1, 1},                                                               \
         4,                                                                                   \
-        sizeof(T)};
+        sizeof(T),                                                                           \
+        6};
 
 DEFINE_TYPE(f32, float, load8_f32)
 DEFINE_TYPE(bf16, uint16_t, load8_bf16)
@@ -223,7 +236,9 @@ void small_gemm(const float *x, const float *packed, float *y, long m, long n, l
  *
  * Every output element is one chain of VDPBF16PS over the pairs of k in order, whatever M or
  * the panels walked together: the row invariance of the FMA path, with another (documented,
- * fixed) rounding: each instruction adds two products to the float32 accumulator.
+ * fixed) rounding: each instruction adds two products to the float32 accumulator. A block takes
+ * up to 8 rows (24 zmm accumulators over 3 panels, 3 weight registers, 1 broadcast): 16 rows are
+ * two blocks that each reuse a weight vector 8 times.
  */
 #define AVX512BF16 __attribute__((target("avx512f,avx512bf16,avx512vl,avx512bw")))
 
@@ -248,7 +263,7 @@ FOR_EACH_GROUP
 
 #define DEFINE_DP_BLOCK(MR, NP)                                                               \
     AVX512BF16 static void dp_##MR##x##NP(const void *xv, long k, const void *pv, float *y,  \
-                                          long ldy, long cols) {                              \
+                                          long ldy, long cols, long ahead) {                  \
         const uint16_t *x = xv, *panel = pv;                                                  \
         __m512 acc[MR][NP];                                                                   \
         _Pragma("GCC unroll 8") for (int m = 0; m < MR; m++)                                  \
@@ -256,8 +271,10 @@ FOR_EACH_GROUP
         long pairs = k / 2;                                                                   \
         for (long kp = 0; kp < pairs; kp++) {                                                 \
             __m512bh w[NP];                                                                   \
-            _Pragma("GCC unroll 8") for (int q = 0; q < NP; q++)                              \
+            _Pragma("GCC unroll 8") for (int q = 0; q < NP; q++) {                            \
                 w[q] = (__m512bh)_mm512_loadu_si512(panel + q * k * NR + kp * 2 * NR);        \
+                PREFETCH_AHEAD(panel, ahead, (q * k * NR + kp * 2 * NR) * 2);                 \
+            }                                                                                 \
             _Pragma("GCC unroll 8") for (int m = 0; m < MR; m++) {                            \
                 int bits;                                                                     \
                 __builtin_memcpy(&bits, x + m * k + 2 * kp, 4);                               \
@@ -287,6 +304,8 @@ DP_ROW4(3)
 DP_ROW4(4)
 DP_ROW3(5)
 DP_ROW3(6)
+DP_ROW3(7)
+DP_ROW3(8)
 
 static const kernel PAIRS = {
     {{0},
@@ -295,10 +314,13 @@ static const kernel PAIRS = {
      {0, dp_3x1, dp_3x2, dp_3x3, dp_3x4},
      {0, dp_4x1, dp_4x2, dp_4x3, dp_4x4},
      {0, dp_5x1, dp_5x2, dp_5x3},
-     {0, dp_6x1, dp_6x2, dp_6x3}},
-    {1, 8, 6, 4, 4, 3, 3},
+     {0, dp_6x1, dp_6x2, dp_6x3},
+     {0, dp_7x1, dp_7x2, dp_7x3},
+     {0, dp_8x1, dp_8x2, dp_8x3}},
+    {1, 8, 6, 4, 4, 3, 3, 3, 3},
     2,
-    2};
+    2,
+    8};
 
 /* y[m, n] = sum_k x[m, k] * W[n, k]; x bfloat16 [m, k], y float32 [m, n], k even. */
 void small_gemm_bf16_pairs(const uint16_t *x, const uint16_t *packed, float *y, long m, long n,

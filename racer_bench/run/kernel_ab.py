@@ -1,0 +1,123 @@
+"""Two or more builds of the C kernels on one loaded model (``scripts/bench_kernel_ab.py``):
+each build compiled from a git revision (or the working tree), swapped in turn into the same
+fast-engine target, whole forwards timed interleaved, and the logits of random trees compared
+bit for bit between builds.
+
+Why a model-level A/B: a kernel change shows its worth only in the whole step (a GEMM that
+wins alone can lose to the memory traffic around it), the machine's speed drifts by 10-30%
+between runs, and a change meant to be speed-only must leave every bit of every logit as it
+was, which this checks on the real weights at the same time.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import statistics
+import subprocess
+import tempfile
+from pathlib import Path
+
+import torch
+
+from racer_bench.config.paths import REPO_ROOT
+from racer_bench.engine import kv_cache, small_gemm
+from racer_bench.engine.cost import time_tree_forward, tree_shape
+from racer_bench.engine.structs import Draft
+from racer_bench.engine.target import HFTarget
+from racer_bench.run.bench_forward_cost import draft_of
+
+WORKTREE = "worktree"
+Medians = dict[tuple[str, str, int], float]  # (dtype, build, tokens in forward) -> seconds
+
+
+def build(label: str, out_dir: Path) -> ctypes.CDLL:
+    """Compile the kernels of ``label`` (a git revision, or ``worktree``) into ``out_dir``."""
+    files = (*small_gemm.SOURCES, *small_gemm.HEADERS)
+    with tempfile.TemporaryDirectory() as tmp:
+        sources = []
+        for path in files:
+            if label == WORKTREE:
+                text = path.read_bytes()
+            else:
+                relative = path.relative_to(REPO_ROOT).as_posix()
+                text = git_show(label, relative)
+            (Path(tmp) / path.name).write_bytes(text)
+            sources.append(Path(tmp) / path.name)
+        compiler = small_gemm.find_compiler()
+        if compiler is None:
+            raise SystemExit("no C compiler found (set CC or install gcc)")
+        out = out_dir / f"kernels-{label.replace('/', '_')}.so"
+        error = small_gemm._compile(
+            compiler, small_gemm.build_flags(), out, tuple(s for s in sources if s.suffix == ".c")
+        )
+    if error:
+        raise SystemExit(f"build {label}: {error}")
+    lib, why = small_gemm.open_library(out)
+    if lib is None:
+        raise SystemExit(f"build {label}: {why} (its weights pack differently; no A/B)")
+    return lib
+
+
+def git_show(revision: str, relative: str) -> bytes:
+    done = subprocess.run(
+        ["git", "show", f"{revision}:{relative}"], cwd=REPO_ROOT, capture_output=True
+    )
+    if done.returncode != 0:
+        raise SystemExit(f"--builds {revision}: git cannot show {relative} there")
+    return done.stdout
+
+
+def measure(
+    targets: dict[str, tuple[HFTarget, int]],
+    libs: dict[str, ctypes.CDLL],
+    sizes: list[int],
+    reps: int,
+) -> Medians:
+    """Median seconds of a tree-shaped forward per (dtype, build, size); every repetition walks
+    sizes, dtypes and builds in turn; two warm-up repetitions are dropped."""
+    times: dict[tuple[str, str, int], list[float]] = {}
+    for rep in range(reps + 2):
+        for n in sizes:
+            for dtype, (target, root) in targets.items():
+                for label, lib in libs.items():
+                    with small_gemm.swapped_library(lib):
+                        seconds = time_tree_forward(target, root, draft_of("tree", n, root))
+                    if rep >= 2:
+                        times.setdefault((dtype, label, n), []).append(seconds)
+    return {key: statistics.median(values) for key, values in times.items()}
+
+
+def logits_agree(
+    target: HFTarget, root: int, libs: dict[str, ctypes.CDLL], sizes: list[int], seed: int = 0
+) -> dict[int, bool]:
+    """Per size: whether every build gives the first build's logits bit for bit on a random
+    tree of that many tokens (root included)."""
+    gen = torch.Generator().manual_seed(seed)
+    vocab = int(target.model.config.vocab_size)
+    agree = {}
+    for n in sizes:
+        tokens = torch.randint(0, vocab, (n - 1,), generator=gen)
+        draft = Draft(tokens, torch.tensor(tree_shape(n - 1), dtype=torch.long))
+        outputs = []
+        for lib in libs.values():
+            with small_gemm.swapped_library(lib):
+                past = target.length
+                outputs.append(target.forward_tree(root, draft).logits.clone())
+                kv_cache.drop_last(target.cache, target.length - past)
+        agree[n] = all(torch.equal(outputs[0], other) for other in outputs[1:])
+    return agree
+
+
+def table(medians: Medians, agree: dict[str, dict[int, bool]], labels: list[str]) -> str:
+    """Markdown: per dtype and size, each build's ms, its ratio to the first, bits equal."""
+    base = labels[0]
+    header = ["dtype", "tokens in forward", *[f"{label} ms" for label in labels]]
+    header += [f"{label} / {base}" for label in labels[1:]] + ["logits identical"]
+    lines = ["| " + " | ".join(header) + " |", "|---|" + "---:|" * (len(header) - 2) + "---|"]
+    for dtype, sizes in agree.items():
+        for n, same in sizes.items():
+            ms = [medians[(dtype, label, n)] * 1e3 for label in labels]
+            cells = [dtype, str(n), *[f"{m:.2f}" for m in ms]]
+            cells += [f"{m / ms[0]:.3f}" for m in ms[1:]] + ["yes" if same else "**no**"]
+            lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)

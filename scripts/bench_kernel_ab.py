@@ -1,0 +1,91 @@
+"""Do two builds of the C kernels differ in speed, and do they give the same bits?
+
+    python scripts/bench_kernel_ab.py --builds HEAD worktree
+    python scripts/bench_kernel_ab.py --builds 5a1c2e3 HEAD --dtypes bfloat16 float32 \
+        --sizes 1 4 16 32 --reps 15 --out docs/bench/kernel_ab_<change>
+
+Each build (a git revision, or ``worktree`` for the files as they are) is compiled into a
+temporary folder and swapped in turn into one fast-engine SmolLM2 per dtype, prefilled with a
+HumanEval prompt: whole tree-shaped forwards are timed with builds, dtypes and sizes
+interleaved in every repetition (medians), then random trees' logits are compared bit for bit
+against the first build. A speed-only kernel change must say ``yes`` in every row. ``--out``
+writes the table (.md) and the medians with the hardware fingerprint and the builds (.json).
+The measuring: :mod:`racer_bench.run.kernel_ab`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+from pathlib import Path
+
+import torch
+
+from racer_bench.config.paths import DEFAULT_MODELS_DIR
+from racer_bench.engine import small_gemm
+from racer_bench.models.loaders import load_smollm2
+from racer_bench.run.bench import bench_record, code_state, humaneval_prompts, setting_line
+from racer_bench.run.kernel_ab import build, logits_agree, measure, table
+from racer_bench.system.hardware import LoadMeter
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument(
+        "--builds", nargs="+", default=["HEAD", "worktree"],
+        help="git revisions or 'worktree', the first the base (at least two)",
+    )  # fmt: skip
+    parser.add_argument("--dtypes", nargs="+", default=["bfloat16", "float32"])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[1, 4, 16, 32])
+    parser.add_argument("--reps", type=int, default=15)
+    parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--cache-dir", default=DEFAULT_MODELS_DIR)
+    parser.add_argument("--out", default=None, help="write the table (.md) and medians (.json)")
+    args = parser.parse_args()
+    if len(args.builds) < 2:
+        parser.error("--builds: name at least two (a base and a build to compare)")
+    return args
+
+
+def main() -> None:
+    args = parse_args()
+    code_state()  # before this script writes its tracked outputs
+    if small_gemm.unavailable_reason() is not None:
+        raise SystemExit(f"no kernels here: {small_gemm.unavailable_reason()}")
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    with tempfile.TemporaryDirectory() as tmp:
+        libs = {label: build(label, Path(tmp)) for label in args.builds}
+    targets = {}
+    for dtype in args.dtypes:
+        target = load_smollm2(args.cache_dir, dtype=dtype)
+        target.set_engine("fast")
+        prompt = humaneval_prompts(target, 1)[0]
+        target.prefill(prompt[:-1])
+        targets[dtype] = (target, prompt[-1])
+    meter = LoadMeter().start()
+    medians = measure(targets, libs, args.sizes, args.reps)
+    load = meter.stop()
+    agree = {d: logits_agree(t, root, libs, args.sizes) for d, (t, root) in targets.items()}
+    text = "\n".join([
+        f"smollm2_135m, fast engine, tree-shaped forwards after a HumanEval prompt, "
+        f"{torch.get_num_threads()} threads, {args.reps} interleaved repetitions (medians)",
+        setting_line(load) + "\n",
+        table(medians, agree, args.builds),
+    ])  # fmt: skip
+    print(text)
+    if args.out:
+        out = Path(args.out)
+        out.with_suffix(".md").write_text(text + "\n")
+        rows = [{"dtype": d, "build": b, "tokens": n, "median_s": v}
+                for (d, b, n), v in medians.items()]  # fmt: skip
+        record = bench_record({}, load, "fast", sizes=args.sizes, reps=args.reps,
+                              builds=args.builds, dtypes=args.dtypes)  # fmt: skip
+        record |= {"medians": rows, "logits_identical": {d: {str(n): same for n, same in a.items()}
+                                                         for d, a in agree.items()}}  # fmt: skip
+        out.with_suffix(".json").write_text(json.dumps(record, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()

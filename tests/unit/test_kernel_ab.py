@@ -1,0 +1,42 @@
+"""Kernel A/B: builds from the working tree or a revision, swapped into a loaded model."""
+
+from __future__ import annotations
+
+import pytest
+
+from racer_bench.engine import small_gemm
+from racer_bench.run import kernel_ab
+
+pytestmark = pytest.mark.skipif(
+    small_gemm.unavailable_reason() is not None,
+    reason=f"small GEMM kernel unavailable: {small_gemm.unavailable_reason()}",
+)
+
+
+def test_swapped_library_routes_calls_inside_the_block_only(tmp_path) -> None:
+    loaded = small_gemm.library()
+    other = kernel_ab.build(kernel_ab.WORKTREE, tmp_path)
+    assert other is not loaded
+    with small_gemm.swapped_library(other):
+        assert small_gemm.library() is other
+    assert small_gemm.library() is loaded
+
+
+def test_a_build_of_the_worktree_gives_the_loaded_kernels_bits(tiny_bf16_target, tmp_path):
+    """The same sources built apart agree bit for bit on random trees (the check the bench
+    prints for every row), and the cache is rolled back after each forward."""
+    target = tiny_bf16_target
+    target.prefill([5, 9, 3, 7, 11, 2])
+    before = target.length
+    libs = {"loaded": small_gemm.library(), "worktree": kernel_ab.build("worktree", tmp_path)}
+    assert kernel_ab.logits_agree(target, 4, libs, [1, 5, 16]) == {1: True, 5: True, 16: True}
+    assert target.length == before
+    medians = kernel_ab.measure({"bfloat16": (target, 4)}, libs, [1, 5], reps=1)
+    assert set(medians) == {("bfloat16", b, n) for b in libs for n in (1, 5)}
+    text = kernel_ab.table(medians, {"bfloat16": {1: True, 5: False}}, list(libs))
+    assert "| bfloat16 | 5 |" in text and text.rstrip().endswith("| **no** |")
+
+
+def test_an_unknown_revision_is_one_clear_error(tmp_path) -> None:
+    with pytest.raises(SystemExit, match="--builds no-such-rev: git cannot show"):
+        kernel_ab.build("no-such-rev", tmp_path)
