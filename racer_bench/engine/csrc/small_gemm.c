@@ -107,7 +107,28 @@ static inline void store_row(float *y, __m256 lo, __m256 hi, long cols) {
  * for memory once per group, in its first block, and computes only between the waits.
  */
 #define PREFETCH_AHEAD(BASE, AHEAD, OFFSET_BYTES)                                              \
-    if (AHEAD) _mm_prefetch((const char *)(BASE) + (AHEAD) + (OFFSET_BYTES), _MM_HINT_T1)
+    _mm_prefetch((const char *)(BASE) + (AHEAD) + (OFFSET_BYTES), _MM_HINT_T1)
+
+/* The k loop of a widening block; PF (0 or 1, a literal) compiles the prefetch in or out, so a
+ * block that does not prefetch runs the loop it ran before prefetching existed. */
+#define WIDEN_K_LOOP(TYPE, LOAD, MR, NP, PF)                                                 \
+    for (long kk = 0; kk < k; kk++) {                                                        \
+        __m256 w[NP][2];                                                                     \
+        _Pragma("GCC unroll 4") for (int q = 0; q < NP; q++) {                               \
+            w[q][0] = LOAD(panel + (q * k + kk) * NR);                                       \
+            w[q][1] = LOAD(panel + (q * k + kk) * NR + 8);                                   \
+            if (PF && (kk * NR * sizeof(TYPE)) % 64 == 0) /* once per cache line */          \
+                PREFETCH_AHEAD(panel, ahead, (q * k + kk) * NR * sizeof(TYPE));              \
+        }                                                                                    \
+        _Pragma("GCC unroll 8") for (int m = 0; m < MR; m++) {                               \
+            __m256 b = _mm256_broadcast_ss(x + m * k + kk);                                  \
+            _Pragma("GCC unroll 4") for (int q = 0; q < NP; q++) {                           \
+                acc[m][q][0] = _mm256_fmadd_ps(w[q][0], b, acc[m][q][0]);                    \
+                acc[m][q][1] = _mm256_fmadd_ps(w[q][1], b, acc[m][q][1]);                    \
+            }                                                                                \
+        }                                                                                    \
+    }
+
 #define DEFINE_BLOCK(NAME, TYPE, LOAD, MR, NP)                                               \
     static void NAME##_##MR##x##NP(const void *xv, long k, const void *pv, float *y,         \
                                    long ldy, long cols, long ahead) {                        \
@@ -119,21 +140,10 @@ static inline void store_row(float *y, __m256 lo, __m256 hi, long cols) {
             acc[m][q][0] = _mm256_setzero_ps();                                              \
             acc[m][q][1] = _mm256_setzero_ps();                                              \
         }                                                                                    \
-        for (long kk = 0; kk < k; kk++) {                                                    \
-            __m256 w[NP][2];                                                                 \
-            _Pragma("GCC unroll 4") for (int q = 0; q < NP; q++) {                           \
-                w[q][0] = LOAD(panel + (q * k + kk) * NR);                                   \
-                w[q][1] = LOAD(panel + (q * k + kk) * NR + 8);                               \
-                if ((kk * NR * sizeof(TYPE)) % 64 == 0) /* once per cache line */            \
-                    PREFETCH_AHEAD(panel, ahead, (q * k + kk) * NR * sizeof(TYPE));          \
-            }                                                                                \
-            _Pragma("GCC unroll 8") for (int m = 0; m < MR; m++) {                           \
-                __m256 b = _mm256_broadcast_ss(x + m * k + kk);                              \
-                _Pragma("GCC unroll 4") for (int q = 0; q < NP; q++) {                       \
-                    acc[m][q][0] = _mm256_fmadd_ps(w[q][0], b, acc[m][q][0]);                \
-                    acc[m][q][1] = _mm256_fmadd_ps(w[q][1], b, acc[m][q][1]);                \
-                }                                                                            \
-            }                                                                                \
+        if (ahead) {                                                                         \
+            WIDEN_K_LOOP(TYPE, LOAD, MR, NP, 1)                                              \
+        } else {                                                                             \
+            WIDEN_K_LOOP(TYPE, LOAD, MR, NP, 0)                                              \
         }                                                                                    \
         _Pragma("GCC unroll 8") for (int m = 0; m < MR; m++)                                 \
             _Pragma("GCC unroll 4") for (int q = 0; q < NP; q++) {                           \
@@ -274,6 +284,23 @@ FOR_EACH_GROUP
     }
 }
 
+/* The pair loop of a dot-product block; PF (a literal) as in WIDEN_K_LOOP. */
+#define DP_K_LOOP(MR, NP, PF)                                                                 \
+    for (long kp = 0; kp < pairs; kp++) {                                                     \
+        __m512bh w[NP];                                                                       \
+        _Pragma("GCC unroll 8") for (int q = 0; q < NP; q++) {                                \
+            w[q] = (__m512bh)_mm512_loadu_si512(panel + q * k * NR + kp * 2 * NR);            \
+            if (PF) PREFETCH_AHEAD(panel, ahead, (q * k * NR + kp * 2 * NR) * 2);             \
+        }                                                                                     \
+        _Pragma("GCC unroll 8") for (int m = 0; m < MR; m++) {                                \
+            int bits;                                                                         \
+            __builtin_memcpy(&bits, x + m * k + 2 * kp, 4);                                   \
+            __m512bh b = (__m512bh)_mm512_set1_epi32(bits);                                   \
+            _Pragma("GCC unroll 8") for (int q = 0; q < NP; q++)                              \
+                acc[m][q] = _mm512_dpbf16_ps(acc[m][q], w[q], b);                             \
+        }                                                                                     \
+    }
+
 #define DEFINE_DP_BLOCK(MR, NP)                                                               \
     AVX512BF16 static void dp_##MR##x##NP(const void *xv, long k, const void *pv, float *y,  \
                                           long ldy, long cols, long ahead) {                  \
@@ -282,19 +309,10 @@ FOR_EACH_GROUP
         _Pragma("GCC unroll 8") for (int m = 0; m < MR; m++)                                  \
             _Pragma("GCC unroll 8") for (int q = 0; q < NP; q++) acc[m][q] = _mm512_setzero_ps(); \
         long pairs = k / 2;                                                                   \
-        for (long kp = 0; kp < pairs; kp++) {                                                 \
-            __m512bh w[NP];                                                                   \
-            _Pragma("GCC unroll 8") for (int q = 0; q < NP; q++) {                            \
-                w[q] = (__m512bh)_mm512_loadu_si512(panel + q * k * NR + kp * 2 * NR);        \
-                PREFETCH_AHEAD(panel, ahead, (q * k * NR + kp * 2 * NR) * 2);                 \
-            }                                                                                 \
-            _Pragma("GCC unroll 8") for (int m = 0; m < MR; m++) {                            \
-                int bits;                                                                     \
-                __builtin_memcpy(&bits, x + m * k + 2 * kp, 4);                               \
-                __m512bh b = (__m512bh)_mm512_set1_epi32(bits);                               \
-                _Pragma("GCC unroll 8") for (int q = 0; q < NP; q++)                          \
-                    acc[m][q] = _mm512_dpbf16_ps(acc[m][q], w[q], b);                         \
-            }                                                                                 \
+        if (ahead) {                                                                          \
+            DP_K_LOOP(MR, NP, 1)                                                              \
+        } else {                                                                              \
+            DP_K_LOOP(MR, NP, 0)                                                              \
         }                                                                                     \
         _Pragma("GCC unroll 8") for (int m = 0; m < MR; m++)                                  \
             _Pragma("GCC unroll 8") for (int q = 0; q < NP; q++) {                            \
