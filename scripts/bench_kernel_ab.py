@@ -26,7 +26,7 @@ from racer_bench.config.paths import DEFAULT_MODELS_DIR
 from racer_bench.engine import small_gemm
 from racer_bench.models.loaders import load_smollm2
 from racer_bench.run.bench import bench_record, code_state, humaneval_prompts, setting_line
-from racer_bench.run.kernel_ab import build, logits_agree, measure, table
+from racer_bench.run.kernel_ab import build, logits_agree, measure, resolve, table
 from racer_bench.system.hardware import LoadMeter
 
 
@@ -45,6 +45,7 @@ def parse_args() -> argparse.Namespace:
     args = parser.parse_args()
     if len(args.builds) < 2:
         parser.error("--builds: name at least two (a base and a build to compare)")
+    args.builds = [resolve(label) for label in args.builds]
     return args
 
 

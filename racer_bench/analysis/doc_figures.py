@@ -246,6 +246,23 @@ def median_ratio(records: Records, source: str, name: str, tokens: str) -> float
     return median_ms(records, source, name, "chain", tokens) / one
 
 
+def kernel_ms(records: Records, source: str, dtype: str, build: str, tokens: str) -> float:
+    """A kernel A/B record's median ms of one build's ``tokens``-token forward at ``dtype``."""
+    [row] = [
+        m for m in records.json(source)["medians"]
+        if (m["dtype"], m["build"], m["tokens"]) == (dtype, build, int(tokens))
+    ]  # fmt: skip
+    return 1000 * row["median_s"]
+
+
+def kernel_ratio(records: Records, source: str, dtype: str, build: str, tokens: str) -> float:
+    """A build's forward time over the record's first (base) build's, same dtype and size."""
+    base = records.json(source)["settings"]["builds"][0]
+    return kernel_ms(records, source, dtype, build, tokens) / kernel_ms(
+        records, source, dtype, base, tokens
+    )
+
+
 def cost_at(records: Records, source: str, size: str) -> float:
     """A cost profile's cost of a ``size``-token forward, in 1-token forwards."""
     data = records.json(source)
@@ -254,7 +271,7 @@ def cost_at(records: Records, source: str, size: str) -> float:
 
 DERIVED = (ratio, scaled, of_n, hist_share, time_share, first_tok_s, output_stat, contender, tok_s,
            vs, cost_at)  # fmt: skip
-FORWARD_COST = (median_ms, floor_x, median_ratio)
+FORWARD_COST = (median_ms, floor_x, median_ratio, kernel_ms, kernel_ratio)
 EXPRESSIONS: dict[str, Callable[..., Any]] = {f.__name__: f for f in DERIVED + FORWARD_COST}
 
 

@@ -58,6 +58,20 @@ def build(label: str, out_dir: Path) -> ctypes.CDLL:
     return lib
 
 
+def resolve(label: str) -> str:
+    """A build's name in tables and records: ``worktree``, or the revision's short sha (a name
+    like ``HEAD`` means another commit tomorrow)."""
+    if label == WORKTREE:
+        return label
+    done = subprocess.run(
+        ["git", "rev-parse", "--short", f"{label}^{{commit}}"], cwd=REPO_ROOT,
+        capture_output=True, text=True,
+    )  # fmt: skip
+    if done.returncode != 0:
+        raise SystemExit(f"--builds {label}: not a git revision here")
+    return done.stdout.strip()
+
+
 def git_show(revision: str, relative: str) -> bytes:
     done = subprocess.run(
         ["git", "show", f"{revision}:{relative}"], cwd=REPO_ROOT, capture_output=True

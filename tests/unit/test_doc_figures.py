@@ -60,6 +60,10 @@ def records(tmp_path) -> doc_figures.Records:
     racer = {"tokens": 100, "seconds": 2.0, "mat": 2.5}
     bench = {"contenders": {"ar": {"tokens": 100, "seconds": 4.0}, "racer@capacity=5": racer}}
     (tmp_path / "docs/bench/b.json").write_text(json.dumps(bench))
+    rows = [{"dtype": "bfloat16", "build": b, "tokens": 16, "median_s": s}
+            for b, s in (("abc1234", 0.020), ("def5678", 0.018))]  # fmt: skip
+    kernel_ab = {"settings": {"builds": ["abc1234", "def5678"]}, "medians": rows}
+    (tmp_path / "docs/bench/k.json").write_text(json.dumps(kernel_ab))
     return doc_figures.Records(tmp_path)
 
 
@@ -106,7 +110,9 @@ def test_render(value, spec: str, text: str) -> None:
      ("exp/a", "first_tok_s(baseline,1,1)", ".1f", "2.0"), ("exp/*", "speedup", ".2f", "0.90-1.32"),
      ("archive/old/a", "speedup", ".1f", "1.7"), ("archive/old/*", "speedup", ".1f", "1.7-1.7"),
      ("bench/b", "tok_s(ar)", ".1f", "25.0"), ("bench/b", "vs(racer@capacity=5,ar)", ".2f", "2.00"),
-     ("bench/b", "contender(racer@capacity=5,mat)", ".2f", "2.50")],
+     ("bench/b", "contender(racer@capacity=5,mat)", ".2f", "2.50"),
+     ("bench/k", "kernel_ms(bfloat16,def5678,16)", ".1f", "18.0"),
+     ("bench/k", "kernel_ratio(bfloat16,def5678,16)", ".2f", "0.90")],
 )  # fmt: skip
 def test_a_figure_resolves_from_its_record(records, source, expr, spec, text) -> None:
     doc = f"x {fig(source, expr, spec)} y"

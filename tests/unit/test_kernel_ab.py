@@ -40,3 +40,11 @@ def test_a_build_of_the_worktree_gives_the_loaded_kernels_bits(tiny_bf16_target,
 def test_an_unknown_revision_is_one_clear_error(tmp_path) -> None:
     with pytest.raises(SystemExit, match="--builds no-such-rev: git cannot show"):
         kernel_ab.build("no-such-rev", tmp_path)
+    with pytest.raises(SystemExit, match="--builds no-such-rev: not a git revision here"):
+        kernel_ab.resolve("no-such-rev")
+
+
+def test_builds_are_named_by_short_sha() -> None:
+    sha = kernel_ab.resolve("HEAD")
+    assert len(sha) >= 7 and all(c in "0123456789abcdef" for c in sha)
+    assert kernel_ab.resolve(kernel_ab.WORKTREE) == kernel_ab.WORKTREE
