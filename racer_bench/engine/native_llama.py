@@ -72,7 +72,7 @@ def unsupported(model: nn.Module) -> str | None:
 
 
 def _gemm(weight: PackedWeight) -> GemmWeight:
-    return GemmWeight(weight.packed.data_ptr(), weight.n, weight.k, int(weight.pairs))
+    return GemmWeight(weight.packed.data_ptr(), weight.n, weight.k, weight.code)
 
 
 class NativeLlama:

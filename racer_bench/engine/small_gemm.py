@@ -24,12 +24,15 @@ from __future__ import annotations
 import ctypes
 import functools
 import hashlib
+import json
 import os
 import platform
 import shutil
+import signal
 import subprocess
+import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
@@ -39,9 +42,13 @@ from torch import nn
 from torch.profiler import record_function
 
 from racer_bench.config.paths import cache_dir
+from racer_bench.system import hardware
 
 SOURCE = Path(__file__).parent / "csrc" / "small_gemm.c"
-SOURCES = (SOURCE, SOURCE.with_name("row_attention.c"), SOURCE.with_name("decoder_layer.c"))
+SOURCES = (
+    SOURCE, SOURCE.with_name("row_attention.c"), SOURCE.with_name("decoder_layer.c"),
+    SOURCE.with_name("amx_gemm.c"),
+)  # fmt: skip
 HEADERS = (SOURCE.with_name("simd.h"),)
 FLAGS = ("-O3", "-mavx2", "-mfma", "-mf16c", "-fopenmp", "-shared", "-fPIC")
 PANEL = 16  # output columns per packed panel (NR in the C source)
@@ -52,8 +59,10 @@ TYPE_CODES = {torch.float32: 0, torch.bfloat16: 1, torch.float16: 2}
 MAX_ROWS = 128  # more rows (a prefill) take F.linear: MKL's large-M GEMM is built for them
 SCHEDULE_ENV = "RACER_BENCH_GEMM_SCHEDULE"  # OpenMP schedule of the panel loop (the C source)
 SCHEDULES = ("static", "dynamic", "guided")
-BF16_ENV = "RACER_BENCH_BF16_GEMM"  # force the bfloat16 kernel: pairs | widen
-BF16_KERNELS = ("pairs", "widen")
+BF16_ENV = "RACER_BENCH_BF16_GEMM"  # force the bfloat16 kernel: amx | pairs | widen
+BF16_KERNELS = ("amx", "pairs", "widen")
+KERNEL_CODES = {None: 0, "pairs": 1, "amx": 2}  # PackedWeight.kernel -> decoder_layer's `pairs`
+AMX_K = 32  # the AMX kernel needs K a multiple of this (16 pairs per tile row)
 
 
 def schedule() -> str:
@@ -115,6 +124,11 @@ def open_library(path: Path) -> tuple[ctypes.CDLL | None, str | None]:
     lib.row_attention.argtypes = [ptr] * 5 + [long] * 9 + [ctypes.c_float, i32]
     lib.small_gemm_pack_pairs.argtypes = [ptr, ptr, long, long]
     lib.small_gemm_bf16_pairs.argtypes = [ptr, ptr, ptr, long, long, long]
+    if not hasattr(lib, "small_gemm_has_amx"):
+        # a build from before the AMX kernel (a kernel A/B): it runs the pairs kernel wherever
+        # AMX is asked for, as its decoder layer does with any non-zero kernel code
+        lib.small_gemm_bf16_amx = lib.small_gemm_bf16_pairs
+    lib.small_gemm_bf16_amx.argtypes = [ptr, ptr, ptr, long, long, long]
     lib.decoder_layer.argtypes = [ptr, ptr, long, long, ptr, ptr, ptr, ptr]
     lib.decoder_layer_scratch.argtypes = [ptr, long]
     lib.decoder_layer_scratch.restype = long
@@ -181,23 +195,84 @@ def swapped_library(lib: ctypes.CDLL) -> Iterator[None]:
 
 
 def bf16_kernel() -> str:
-    """The bfloat16 GEMM: ``pairs`` (AVX512-BF16 dot products) where the CPU has them, else
-    ``widen`` (bfloat16 widened to float32 FMAs); ``$RACER_BENCH_BF16_GEMM`` forces one."""
+    """The bfloat16 GEMM: ``amx`` (AMX tiles) where the CPU has them and they pass
+    :func:`amx_unusable`'s check, else ``pairs`` (AVX512-BF16 dot products) where the CPU has
+    them, else ``widen`` (bfloat16 widened to float32 FMAs); ``$RACER_BENCH_BF16_GEMM`` forces one
+    the CPU can run."""
     forced = os.environ.get(BF16_ENV)
     if forced is not None:
         if forced not in BF16_KERNELS:
             raise ValueError(f"{BF16_ENV}={forced}: expected one of {', '.join(BF16_KERNELS)}")
+        why = unable(forced)
+        if why:
+            raise ValueError(f"{BF16_ENV}={forced}: {why}")
         return forced
-    return "pairs" if library().small_gemm_has_avx512bf16() else "widen"
+    return next(name for name in BF16_KERNELS if unable(name) is None)
 
 
-def uses_pairs(weight: torch.Tensor) -> bool:
-    """Whether a weight [N, K] goes through the AVX512-BF16 kernel (bfloat16, K even)."""
-    return weight.dtype == torch.bfloat16 and weight.shape[1] % 2 == 0 and bf16_kernel() == "pairs"
+def unable(kernel: str) -> str | None:
+    """Why this CPU cannot run a bfloat16 kernel (None when it can)."""
+    if kernel == "amx":
+        return amx_unusable()
+    if kernel == "pairs" and not library().small_gemm_has_avx512bf16():
+        return "this CPU has no AVX512-BF16"
+    return None
+
+
+@functools.cache
+def amx_unusable() -> str | None:
+    """None when the AMX kernel may run in this process, else why not. The kernel is checked
+    once per build in a child process (:mod:`racer_bench.engine.amx_probe`: values, row
+    invariance, no crash), the verdict cached beside the build, before any model uses it."""
+    lib = library()
+    if not lib.small_gemm_has_amx():
+        return "this CPU has no AMX-BF16 tiles"
+    verdict = amx_verdict()
+    if verdict is not None:
+        return verdict
+    if lib.small_gemm_amx_enable() != 0:
+        return "Linux refused this process the AMX tile state (arch_prctl)"
+    return None
+
+
+PROBE = (sys.executable, "-m", "racer_bench.engine.amx_probe")
+
+
+def amx_verdict(command: Sequence[str] = PROBE, timeout_s: float = 120.0) -> str | None:
+    """The child-process check of this build's AMX kernel (``command``), cached per machine and
+    build: None (passed) or why not."""
+    machine = hardware.fingerprint(1)["id"]  # a cache folder may be shared by several machines
+    path = kernel_dir() / f"amx-probe-{machine}-{source_digest()}.json"
+    if path.exists():
+        return json.loads(path.read_text())["unusable"]
+    try:
+        done = subprocess.run(list(command), capture_output=True, text=True, timeout=timeout_s)
+        lines = (done.stdout.strip() or done.stderr.strip() or "no verdict").splitlines()
+        if done.returncode < 0:
+            why = f"the AMX check crashed ({signal.Signals(-done.returncode).name})"
+        else:
+            why = None if done.returncode == 0 and lines[-1] == "ok" else lines[-1]
+    except subprocess.TimeoutExpired:
+        why = f"the AMX check took over {timeout_s:.0f} s"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"unusable": why}) + "\n")
+    return why
+
+
+def pair_kernel(weight: torch.Tensor) -> str | None:
+    """The kernel of bfloat16 x bfloat16 products a weight [N, K] takes: ``amx`` (K a multiple
+    of 32), ``pairs`` (K even), or None (the widening kernel)."""
+    if weight.dtype != torch.bfloat16 or weight.shape[1] % 2:
+        return None
+    kernel = bf16_kernel()
+    if kernel == "amx":
+        return "amx" if weight.shape[1] % AMX_K == 0 else "pairs"
+    return "pairs" if kernel == "pairs" else None
 
 
 def pack_pairs(weight: torch.Tensor) -> torch.Tensor:
-    """Pack BFloat16Tensor[N, K] (K even) in pairs of k for :func:`matmul_pairs`."""
+    """Pack BFloat16Tensor[N, K] (K even) in pairs of k for :func:`matmul_pairs` (the AVX512-BF16
+    and the AMX kernels read the same layout)."""
     n, k = weight.shape
     w = weight.detach().contiguous()
     packed = torch.empty(((n + PANEL - 1) // PANEL) * k * PANEL, dtype=torch.bfloat16)
@@ -205,13 +280,18 @@ def pack_pairs(weight: torch.Tensor) -> torch.Tensor:
     return packed
 
 
-def matmul_pairs(x: torch.Tensor, packed: torch.Tensor, n: int) -> torch.Tensor:
-    """``x @ W.T`` for x BFloat16Tensor[M, K] and W packed by :func:`pack_pairs`: float32 [M, N]."""
+def matmul_pairs(
+    x: torch.Tensor, packed: torch.Tensor, n: int, kernel: str = "pairs"
+) -> torch.Tensor:
+    """``x @ W.T`` for x BFloat16Tensor[M, K] and W packed by :func:`pack_pairs`: float32 [M, N],
+    on the ``pairs`` or the ``amx`` kernel."""
     x = x.contiguous()
     m, k = x.shape
     y = torch.empty(m, n, dtype=torch.float32)
     if m:
-        library().small_gemm_bf16_pairs(x.data_ptr(), packed.data_ptr(), y.data_ptr(), m, n, k)
+        lib = library()
+        run = lib.small_gemm_bf16_amx if kernel == "amx" else lib.small_gemm_bf16_pairs
+        run(x.data_ptr(), packed.data_ptr(), y.data_ptr(), m, n, k)
     return y
 
 
@@ -240,19 +320,25 @@ def matmul(x: torch.Tensor, packed: torch.Tensor, n: int) -> torch.Tensor:
 
 
 class PackedWeight:
-    """A weight [N, K] packed for the kernel that suits its dtype (bf16 pairs, else widening)."""
+    """A weight [N, K] packed for the kernel that suits its dtype and the CPU (bfloat16: AMX or
+    AVX512-BF16 pairs, else widening)."""
 
     def __init__(self, weight: torch.Tensor) -> None:
         self.n, self.k = weight.shape
-        self.pairs = uses_pairs(weight)
-        self.packed = pack_pairs(weight) if self.pairs else pack(weight)
+        self.kernel = pair_kernel(weight)
+        self.packed = pack_pairs(weight) if self.kernel else pack(weight)
+
+    @property
+    def code(self) -> int:
+        """The kernel as decoder_layer.c's ``gemm_weight.pairs`` names it."""
+        return KERNEL_CODES[self.kernel]
 
     def __call__(self, rows: torch.Tensor) -> torch.Tensor:
         """``rows @ W.T`` for rows [M, K] in the weight's dtype -> float32 [M, N]."""
         profiling = torch.autograd._profiler_enabled()  # ctypes calls are invisible to it
         with record_function("racer_bench::small_gemm") if profiling else nullcontext():
-            if self.pairs:
-                return matmul_pairs(rows, self.packed, self.n)
+            if self.kernel:
+                return matmul_pairs(rows, self.packed, self.n, self.kernel)
             return matmul(rows.float(), self.packed, self.n)
 
 
@@ -294,8 +380,8 @@ class PackedLinear(nn.Module):
         return y.view(*x.shape[:-1], self.out_features).to(x.dtype)
 
     def extra_repr(self) -> str:
-        pairs = self._packed.pairs
-        kernel = "bf16 pairs" if pairs else str(self.weight.dtype).removeprefix("torch.")
+        pairs = self._packed.kernel
+        kernel = f"bf16 {pairs}" if pairs else str(self.weight.dtype).removeprefix("torch.")
         return f"in_features={self.in_features}, out_features={self.out_features}, {kernel}"
 
 

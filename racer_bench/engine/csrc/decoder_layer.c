@@ -24,6 +24,8 @@ void small_gemm_typed(const float *x, const void *packed, float *y, long m, long
                       int wtype);
 void small_gemm_bf16_pairs(const uint16_t *x, const uint16_t *packed, float *y, long m, long n,
                            long k);
+void small_gemm_bf16_amx(const uint16_t *x, const uint16_t *packed, float *y, long m, long n,
+                         long k);
 void row_attention(const float *q, const void *k, const void *v, float *out,
                    const uint8_t *visible, long t, long heads, long kv_heads, long length,
                    long dim, long k_head, long k_row, long v_head, long v_row, float scale,
@@ -34,7 +36,7 @@ int decoder_layer_abi_version(void) { return 1; }
 typedef struct {
     const void *packed;
     long n, k;
-    int pairs; /* 1: bfloat16 pairs kernel (x in bfloat16), 0: widening kernel (x in float32) */
+    int pairs; /* 0: widening kernel (x in float32); x in bfloat16: 1 pairs kernel, 2 AMX tiles */
 } gemm_weight;
 
 typedef struct {
@@ -77,14 +79,17 @@ static void rms_norm(const void *x, const void *weight, float *out, long t, long
 }
 
 /* y[t, n] = x[t, k] @ W^T in float32; x holds dtype-rounded values in float32 (`xs`), and is
- * narrowed to bfloat16 in `narrow` for the pairs kernel. */
+ * narrowed to bfloat16 in `narrow` for the pairs and AMX kernels (same packing). */
 static void gemm(const gemm_weight *w, const float *xs, uint16_t *narrow, float *y, long t,
                  int dtype) {
     if (w->pairs) {
         long i = 0, count = t * w->k;
         for (; i + 8 <= count; i += 8) store8(narrow, i, _mm256_loadu_ps(xs + i), T_BF16);
         for (; i < count; i++) narrow[i] = bf16_bits(xs[i]);
-        small_gemm_bf16_pairs(narrow, w->packed, y, t, w->n, w->k);
+        if (w->pairs == 2)
+            small_gemm_bf16_amx(narrow, w->packed, y, t, w->n, w->k);
+        else
+            small_gemm_bf16_pairs(narrow, w->packed, y, t, w->n, w->k);
     } else {
         small_gemm_typed(xs, w->packed, y, t, w->n, w->k, dtype);
     }
