@@ -153,6 +153,8 @@ class HFTarget:
             "fused_groups": fused,
             "small_gemm": "unavailable: " + why if why else "on",
             "kernels": small_gemm.source_digest(),
+            "bf16_gemm": small_gemm.bf16_kernel() if why is None else None,
+            "amx": (small_gemm.amx_unusable() or "on") if why is None else None,
             "attention": getattr(self.model.config, "_attn_implementation", None),
             "kv_cache": "preallocated",
             "native_layers": "on" if native_off is None else f"off: {native_off}",

@@ -73,6 +73,10 @@ def test_float32_linears_are_packed() -> None:
     assert target.engine_details["fused_groups"] == 2 * 2  # q/k/v and gate/up per layer
     assert target.engine_details["packed_linears"] == 2 * 2 + 1  # o, down per layer; head
     assert isinstance(target.head, small_gemm.PackedLinear)
+    # the manifest names the bfloat16 kernel this machine uses and why AMX is or is not on
+    assert target.engine_details["bf16_gemm"] == small_gemm.bf16_kernel()
+    amx = target.engine_details["amx"]
+    assert amx == "on" if target.engine_details["bf16_gemm"] == "amx" else amx != "on"
 
 
 @pytest.mark.parametrize("method", ["pld", "racer", "logitspec", "recycling", "lookahead"])
