@@ -225,13 +225,16 @@ def vs(records: Records, source: str, name: str, base: str) -> float:
     return tok_s(records, source, name) / tok_s(records, source, base)
 
 
+def _median_ms(records: Records, source: str, **key: Any) -> float:
+    """The median ms of the one row of a bench record's ``medians`` that matches ``key``."""
+    rows = records.json(source)["medians"]
+    [row] = [m for m in rows if all(m[field] == want for field, want in key.items())]
+    return 1000 * row["median_s"]
+
+
 def median_ms(records: Records, source: str, name: str, shape: str, tokens: str) -> float:
     """A forward-cost record's median ms of one contender's ``shape`` forward of ``tokens``."""
-    [row] = [
-        m for m in records.json(source)["medians"]
-        if (m["contender"], m["shape"], m["tokens"]) == (name, shape, int(tokens))
-    ]  # fmt: skip
-    return 1000 * row["median_s"]
+    return _median_ms(records, source, contender=name, shape=shape, tokens=int(tokens))
 
 
 def floor_x(records: Records, source: str, name: str, tokens: str) -> float:
@@ -248,11 +251,7 @@ def median_ratio(records: Records, source: str, name: str, tokens: str) -> float
 
 def kernel_ms(records: Records, source: str, dtype: str, build: str, tokens: str) -> float:
     """A kernel A/B record's median ms of one build's ``tokens``-token forward at ``dtype``."""
-    [row] = [
-        m for m in records.json(source)["medians"]
-        if (m["dtype"], m["build"], m["tokens"]) == (dtype, build, int(tokens))
-    ]  # fmt: skip
-    return 1000 * row["median_s"]
+    return _median_ms(records, source, dtype=dtype, build=build, tokens=int(tokens))
 
 
 def kernel_ratio(records: Records, source: str, dtype: str, build: str, tokens: str) -> float:
