@@ -88,6 +88,19 @@ def test_fast_engine_tree_rows_equal_ar_rows(dtype) -> None:
     assert bad == 0, f"{bad} of {total} nodes differ from the AR step"
 
 
+@pytest.mark.parametrize("kernel", small_gemm.BF16_KERNELS)
+def test_every_bfloat16_gemm_this_cpu_runs_is_row_invariant(kernel, monkeypatch) -> None:
+    """Each bfloat16 kernel forced in turn (AMX tiles, AVX512-BF16 pairs, the widening AVX2
+    kernel of machines without either), so every machine checks all the kernels it can run."""
+    if small_gemm.unable(kernel):
+        pytest.skip(f"{kernel}: {small_gemm.unable(kernel)}")
+    monkeypatch.setenv(small_gemm.BF16_ENV, kernel)
+    target = fast("bfloat16")
+    assert target.engine_details["bf16_gemm"] == kernel
+    bad, total = mismatches(target, trees=2, seed=2)
+    assert bad == 0, f"{kernel}: {bad} of {total} nodes differ from the AR step"
+
+
 def test_fast_engine_is_row_invariant_with_sliding_windows() -> None:
     target = fast("bfloat16", architecture="gemma3", num_layers=4)
     bad, total = mismatches(target, trees=2, seed=1)
