@@ -23,7 +23,7 @@ from pathlib import Path
 import torch
 
 from racer_bench.config.paths import DEFAULT_MODELS_DIR
-from racer_bench.engine import small_gemm
+from racer_bench.engine import kernel_library
 from racer_bench.models.loaders import load_smollm2
 from racer_bench.run.bench import bench_record, code_state, humaneval_prompts, setting_line
 from racer_bench.run.kernel_ab import build, logits_agree, measure, resolve, table
@@ -52,8 +52,8 @@ def parse_args() -> argparse.Namespace:
 def main() -> None:
     args = parse_args()
     code_state()  # before this script writes its tracked outputs
-    if small_gemm.unavailable_reason() is not None:
-        raise SystemExit(f"no kernels here: {small_gemm.unavailable_reason()}")
+    if kernel_library.unavailable_reason() is not None:
+        raise SystemExit(f"no kernels here: {kernel_library.unavailable_reason()}")
     if args.threads:
         torch.set_num_threads(args.threads)
     with tempfile.TemporaryDirectory() as tmp:

@@ -1,5 +1,5 @@
 """Check the AMX GEMM in a child process before a model uses it (``python -m
-racer_bench.engine.amx_probe``; :func:`racer_bench.engine.small_gemm.amx_verdict` runs it).
+racer_bench.engine.amx_probe``; :func:`racer_bench.engine.bf16_gemm.amx_verdict` runs it).
 
 Why a child: tile code that the CPU or the kernel refuses ends the process (SIGILL, or a tile
 state Linux never granted), and the kernel was written on machines without AMX. The child asks
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import torch
 
-from racer_bench.engine import small_gemm
+from racer_bench.engine import kernel_library, small_gemm
 
 SHAPES = ((40, 64), (200, 576), (37, 96))  # (N, K): tails of N, several chunks of K
 ROWS = (1, 2, 7, 16, 17, 33, 40)
@@ -20,7 +20,7 @@ ROWS = (1, 2, 7, 16, 17, 33, 40)
 
 def check() -> str | None:
     """None when every check passes, else the first failure."""
-    lib = small_gemm.library()
+    lib = kernel_library.library()
     if not lib.small_gemm_has_amx():
         return "this CPU has no AMX-BF16 tiles"
     if lib.small_gemm_amx_enable() != 0:

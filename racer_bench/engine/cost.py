@@ -175,7 +175,7 @@ def engine_version(target: Any) -> str:
     engine = str(getattr(target, "engine", "eager"))
     if engine != "fast":
         return engine
-    from racer_bench.engine.small_gemm import source_digest
+    from racer_bench.engine.kernel_library import source_digest
 
     return f"fast-{source_digest()}"
 

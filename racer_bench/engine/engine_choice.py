@@ -25,7 +25,7 @@ from typing import Any
 import torch
 
 from racer_bench.engine import cost
-from racer_bench.engine.small_gemm import source_digest
+from racer_bench.engine.kernel_library import source_digest
 from racer_bench.system import hardware
 
 ENGINES = ("eager", "fast")

@@ -21,7 +21,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from racer_bench.engine import kv_cache, small_gemm
+from racer_bench.engine import kernel_library, kv_cache, small_gemm
 from racer_bench.engine.fused_linears import FusedMember
 from racer_bench.engine.small_gemm import TYPE_CODES, PackedLinear, PackedWeight
 
@@ -50,8 +50,8 @@ class LayerParams(ctypes.Structure):
 def unsupported(model: nn.Module) -> str | None:
     """Why the native forward cannot run ``model`` (None when it can)."""
     config = model.config
-    if small_gemm.unavailable_reason() is not None:
-        return f"no kernels: {small_gemm.unavailable_reason()}"
+    if kernel_library.unavailable_reason() is not None:
+        return f"no kernels: {kernel_library.unavailable_reason()}"
     if getattr(config, "model_type", None) != "llama":
         return f"model type {getattr(config, 'model_type', None)} (only llama)"
     if getattr(config, "hidden_act", "silu") != "silu" or getattr(config, "mlp_bias", False):
@@ -88,7 +88,8 @@ class NativeLlama:
         self.code = TYPE_CODES[model.dtype]
         self.hidden = int(config.hidden_size)
         self.params = [self._layer(layer, config) for layer in body.layers]
-        size = small_gemm.library().decoder_layer_scratch(ctypes.byref(self.params[0]), MAX_ROWS)
+        first = ctypes.byref(self.params[0])
+        size = kernel_library.library().decoder_layer_scratch(first, MAX_ROWS)
         self.scratch = torch.empty(size, dtype=torch.float32)
 
     def _layer(self, layer: nn.Module, config: Any) -> LayerParams:
@@ -126,7 +127,7 @@ class NativeLlama:
         h = self.embed(ids).contiguous()
         cos, sin = self.rotary_tables(positions)
         mask = visible.data_ptr() if visible is not None else None
-        lib = small_gemm.library()  # looked up per step: a kernel A/B swaps it
+        lib = kernel_library.library()  # looked up per step: a kernel A/B swaps it
         for params, layer in zip(self.params, cache.layers, strict=True):
             keys, values = kv_cache.reserve(layer, past + t)
             params.k_cache, params.v_cache = keys.data_ptr(), values.data_ptr()

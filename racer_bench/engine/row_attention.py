@@ -19,7 +19,7 @@ import torch
 from transformers import AttentionInterface
 from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
-from racer_bench.engine import attention, small_gemm
+from racer_bench.engine import attention, kernel_library, small_gemm
 
 NAME = "racer_row_attention"
 MAX_ROWS = small_gemm.MAX_ROWS
@@ -69,7 +69,7 @@ def _supported(query: torch.Tensor, key: torch.Tensor, kwargs: dict[str, Any]) -
         and kwargs.get("softcap") is None
         and kwargs.get("s_aux") is None
         and kwargs.get("position_bias") is None
-        and small_gemm.unavailable_reason() is None
+        and kernel_library.unavailable_reason() is None
     )
 
 
@@ -99,7 +99,7 @@ def row_attention(
     v = value if value.stride(-1) == 1 else value.contiguous()
     out = torch.empty_like(q)
     scale = scaling if scaling is not None else dim**-0.5
-    small_gemm.library().row_attention(
+    kernel_library.library().row_attention(
         q.data_ptr(), key.data_ptr(), v.data_ptr(), out.data_ptr(),
         visible.data_ptr() if visible is not None else None,
         rows, heads, kv_heads, length, dim, key.stride(1), key.stride(2),

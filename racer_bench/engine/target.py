@@ -31,7 +31,15 @@ from typing import Any, Literal, get_args
 
 import torch
 
-from racer_bench.engine import fused_linears, kv_cache, native_llama, row_attention, small_gemm
+from racer_bench.engine import (
+    bf16_gemm,
+    fused_linears,
+    kernel_library,
+    kv_cache,
+    native_llama,
+    row_attention,
+    small_gemm,
+)  # fmt: skip
 from racer_bench.engine.structs import Draft
 from racer_bench.engine.tree import ancestor_mask, is_chain, node_depths
 from racer_bench.errors import ConfigError
@@ -135,7 +143,7 @@ class HFTarget:
             return engine
         if self.engine == "fast":
             raise ConfigError("engine=eager: this target already runs the fast engine")
-        why = small_gemm.unavailable_reason() if self.device.type == "cpu" else "not a CPU"
+        why = kernel_library.unavailable_reason() if self.device.type == "cpu" else "not a CPU"
         fused = fused_linears.fuse_siblings(self.model) if why is None else 0
         packed = small_gemm.pack_linears(self.model) if why is None else 0
         self.head = self.model.get_output_embeddings()
@@ -152,9 +160,9 @@ class HFTarget:
             "packed_linears": packed,
             "fused_groups": fused,
             "small_gemm": "unavailable: " + why if why else "on",
-            "kernels": small_gemm.source_digest(),
-            "bf16_gemm": small_gemm.bf16_kernel() if why is None else None,
-            "amx": (small_gemm.amx_unusable() or "on") if why is None else None,
+            "kernels": kernel_library.source_digest(),
+            "bf16_gemm": bf16_gemm.bf16_kernel() if why is None else None,
+            "amx": (bf16_gemm.amx_unusable() or "on") if why is None else None,
             "attention": getattr(self.model.config, "_attn_implementation", None),
             "kv_cache": "preallocated",
             "native_layers": "on" if native_off is None else f"off: {native_off}",

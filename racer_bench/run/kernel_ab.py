@@ -20,7 +20,7 @@ from pathlib import Path
 import torch
 
 from racer_bench.config.paths import REPO_ROOT
-from racer_bench.engine import kv_cache, small_gemm
+from racer_bench.engine import kernel_library, kv_cache
 from racer_bench.engine.cost import time_tree_forward, tree_shape
 from racer_bench.engine.structs import Draft
 from racer_bench.engine.target import HFTarget
@@ -31,31 +31,40 @@ Medians = dict[tuple[str, str, int], float]  # (dtype, build, tokens in forward)
 
 
 def build(label: str, out_dir: Path) -> ctypes.CDLL:
-    """Compile the kernels of ``label`` (a git revision, or ``worktree``) into ``out_dir``."""
-    files = (*small_gemm.SOURCES, *small_gemm.HEADERS)
+    """Compile the kernels of ``label`` (a git revision, or ``worktree``) into ``out_dir``: every
+    C source and header of ``csrc/`` as it is there (older revisions have fewer files)."""
     with tempfile.TemporaryDirectory() as tmp:
-        sources = []
-        for path in files:
-            if label == WORKTREE:
-                text = path.read_bytes()
-            else:
-                relative = path.relative_to(REPO_ROOT).as_posix()
-                text = git_show(label, relative)
-            (Path(tmp) / path.name).write_bytes(text)
-            sources.append(Path(tmp) / path.name)
-        compiler = small_gemm.find_compiler()
+        for name, text in kernel_sources(label).items():
+            (Path(tmp) / name).write_bytes(text)
+        compiler = kernel_library.find_compiler()
         if compiler is None:
             raise SystemExit("no C compiler found (set CC or install gcc)")
         out = out_dir / f"kernels-{label.replace('/', '_')}.so"
-        error = small_gemm._compile(
-            compiler, small_gemm.build_flags(), out, tuple(s for s in sources if s.suffix == ".c")
-        )
+        c_files = tuple(sorted(Path(tmp).glob("*.c")))
+        error = kernel_library.compile_library(compiler, kernel_library.build_flags(), out, c_files)
     if error:
         raise SystemExit(f"build {label}: {error}")
-    lib, why = small_gemm.open_library(out)
+    lib, why = kernel_library.open_library(out)
     if lib is None:
         raise SystemExit(f"build {label}: {why} (its weights pack differently; no A/B)")
     return lib
+
+
+def kernel_sources(label: str) -> dict[str, bytes]:
+    """File name -> content of the ``.c`` and ``.h`` files of ``csrc/`` at ``label``."""
+    if label == WORKTREE:
+        return {p.name: p.read_bytes() for p in sorted(kernel_library.CSRC.iterdir())
+                if p.suffix in (".c", ".h")}  # fmt: skip
+    folder = kernel_library.CSRC.relative_to(REPO_ROOT).as_posix()
+    done = subprocess.run(
+        ["git", "ls-tree", "--name-only", label, f"{folder}/"], cwd=REPO_ROOT,
+        capture_output=True, text=True,
+    )  # fmt: skip
+    names = [Path(line).name for line in done.stdout.split()]
+    if done.returncode != 0 or not names:
+        raise SystemExit(f"--builds {label}: git cannot show its kernels ({folder})")
+    return {name: git_show(label, f"{folder}/{name}") for name in names
+            if name.endswith((".c", ".h"))}  # fmt: skip
 
 
 def resolve(label: str) -> str:
@@ -94,7 +103,7 @@ def measure(
         for n in sizes:
             for dtype, (target, root) in targets.items():
                 for label, lib in libs.items():
-                    with small_gemm.swapped_library(lib):
+                    with kernel_library.swapped_library(lib):
                         seconds = time_tree_forward(target, root, draft_of("tree", n, root))
                     if rep >= 2:
                         times.setdefault((dtype, label, n), []).append(seconds)
@@ -114,7 +123,7 @@ def logits_agree(
         draft = Draft(tokens, torch.tensor(tree_shape(n - 1), dtype=torch.long))
         outputs = []
         for lib in libs.values():
-            with small_gemm.swapped_library(lib):
+            with kernel_library.swapped_library(lib):
                 past = target.length
                 outputs.append(target.forward_tree(root, draft).logits.clone())
                 kv_cache.drop_last(target.cache, target.length - past)

@@ -6,7 +6,7 @@ import pytest
 import torch
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
-from racer_bench.engine import attention, small_gemm
+from racer_bench.engine import attention, bf16_gemm, kernel_library, small_gemm
 from racer_bench.engine.structs import Draft
 from racer_bench.engine.target import HFTarget
 from racer_bench.errors import ConfigError
@@ -66,7 +66,7 @@ def test_tree_forward_and_commit_match_full_forward(kwargs, atol) -> None:
     torch.testing.assert_close(nxt[2], full, rtol=0, atol=atol)
 
 
-@pytest.mark.skipif(small_gemm.unavailable_reason() is not None, reason="no small GEMM kernel")
+@pytest.mark.skipif(kernel_library.unavailable_reason() is not None, reason="no small GEMM kernel")
 def test_float32_linears_are_packed() -> None:
     target = fast_target(dtype="float32")
     assert target.engine_details["small_gemm"] == "on"
@@ -74,7 +74,7 @@ def test_float32_linears_are_packed() -> None:
     assert target.engine_details["packed_linears"] == 2 * 2 + 1  # o, down per layer; head
     assert isinstance(target.head, small_gemm.PackedLinear)
     # the manifest names the bfloat16 kernel this machine uses and why AMX is or is not on
-    assert target.engine_details["bf16_gemm"] == small_gemm.bf16_kernel()
+    assert target.engine_details["bf16_gemm"] == bf16_gemm.bf16_kernel()
     amx = target.engine_details["amx"]
     assert amx == "on" if target.engine_details["bf16_gemm"] == "amx" else amx != "on"
 
@@ -113,7 +113,7 @@ def test_engine_names_are_checked() -> None:
         target.set_engine("eager")
 
 
-@pytest.mark.skipif(small_gemm.unavailable_reason() is not None, reason="no small GEMM kernel")
+@pytest.mark.skipif(kernel_library.unavailable_reason() is not None, reason="no small GEMM kernel")
 @pytest.mark.parametrize(("dtype", "atol"), [("float32", 1e-4), ("bfloat16", 0.1)])
 def test_native_llama_layers_follow_transformers_modules(dtype, atol) -> None:
     """The one-call layers give a tree step the logits transformers' modules give it, within

@@ -13,14 +13,14 @@ from __future__ import annotations
 import pytest
 import torch
 
-from racer_bench.engine import small_gemm
+from racer_bench.engine import bf16_gemm, kernel_library
 from racer_bench.engine.structs import Draft
 from racer_bench.engine.target import HFTarget
 from racer_bench.models.loaders import tiny_random
 
 pytestmark = pytest.mark.skipif(
-    small_gemm.unavailable_reason() is not None,
-    reason=f"row-invariant kernels unavailable: {small_gemm.unavailable_reason()}",
+    kernel_library.unavailable_reason() is not None,
+    reason=f"row-invariant kernels unavailable: {kernel_library.unavailable_reason()}",
 )
 PROMPT = list(b"a prompt long enough that gemma's sliding window of 8 tokens slides")
 
@@ -88,13 +88,13 @@ def test_fast_engine_tree_rows_equal_ar_rows(dtype) -> None:
     assert bad == 0, f"{bad} of {total} nodes differ from the AR step"
 
 
-@pytest.mark.parametrize("kernel", small_gemm.BF16_KERNELS)
+@pytest.mark.parametrize("kernel", bf16_gemm.BF16_KERNELS)
 def test_every_bfloat16_gemm_this_cpu_runs_is_row_invariant(kernel, monkeypatch) -> None:
     """Each bfloat16 kernel forced in turn (AMX tiles, AVX512-BF16 pairs, the widening AVX2
     kernel of machines without either), so every machine checks all the kernels it can run."""
-    if small_gemm.unable(kernel):
-        pytest.skip(f"{kernel}: {small_gemm.unable(kernel)}")
-    monkeypatch.setenv(small_gemm.BF16_ENV, kernel)
+    if bf16_gemm.unable(kernel):
+        pytest.skip(f"{kernel}: {bf16_gemm.unable(kernel)}")
+    monkeypatch.setenv(bf16_gemm.BF16_ENV, kernel)
     target = fast("bfloat16")
     assert target.engine_details["bf16_gemm"] == kernel
     bad, total = mismatches(target, trees=2, seed=2)

@@ -8,26 +8,26 @@ import sys
 import pytest
 import torch
 
-from racer_bench.engine import amx_probe, small_gemm
+from racer_bench.engine import amx_probe, bf16_gemm, kernel_library
 
 pytestmark = pytest.mark.skipif(
-    small_gemm.unavailable_reason() is not None,
-    reason=f"small GEMM kernel unavailable: {small_gemm.unavailable_reason()}",
+    kernel_library.unavailable_reason() is not None,
+    reason=f"small GEMM kernel unavailable: {kernel_library.unavailable_reason()}",
 )
-HAS_AMX = small_gemm.unavailable_reason() is None and bool(
-    small_gemm.library().small_gemm_has_amx()
+HAS_AMX = kernel_library.unavailable_reason() is None and bool(
+    kernel_library.library().small_gemm_has_amx()
 )
 
 
 @pytest.mark.skipif(HAS_AMX, reason="this CPU has AMX")
 def test_without_tiles_amx_is_refused_in_one_line(monkeypatch) -> None:
-    assert small_gemm.unable("amx") == "this CPU has no AMX-BF16 tiles"
+    assert bf16_gemm.unable("amx") == "this CPU has no AMX-BF16 tiles"
     assert amx_probe.check() == "this CPU has no AMX-BF16 tiles"
-    monkeypatch.setenv(small_gemm.BF16_ENV, "amx")
+    monkeypatch.setenv(bf16_gemm.BF16_ENV, "amx")
     with pytest.raises(ValueError, match="RACER_BENCH_BF16_GEMM=amx: this CPU has no AMX"):
-        small_gemm.bf16_kernel()
-    monkeypatch.delenv(small_gemm.BF16_ENV)
-    assert small_gemm.bf16_kernel() in ("pairs", "widen")
+        bf16_gemm.bf16_kernel()
+    monkeypatch.delenv(bf16_gemm.BF16_ENV)
+    assert bf16_gemm.bf16_kernel() in ("pairs", "widen")
 
 
 @pytest.mark.skipif(not HAS_AMX, reason="needs AMX-BF16 tiles")
@@ -45,17 +45,17 @@ def test_the_amx_kernel_passes_its_own_check() -> None:
 def test_the_child_check_gives_a_verdict_and_caches_it(script, verdict, tmp_path, monkeypatch):
     monkeypatch.setenv("RACER_BENCH_CACHE", str(tmp_path))
     command = (sys.executable, "-c", script)
-    got = small_gemm.amx_verdict(command)
+    got = bf16_gemm.amx_verdict(command)
     assert got == verdict if verdict is None else got.startswith(verdict)
     [cached] = (tmp_path / "kernels").glob("amx-probe-*.json")
-    assert small_gemm.amx_verdict((sys.executable, "-c", "print('not run')")) == got
+    assert bf16_gemm.amx_verdict((sys.executable, "-c", "print('not run')")) == got
     cached.unlink()
 
 
 def test_amx_takes_weights_whose_k_fills_its_tiles(monkeypatch) -> None:
-    monkeypatch.setattr(small_gemm, "bf16_kernel", lambda: "amx")
-    assert small_gemm.pair_kernel(torch.zeros(16, 64, dtype=torch.bfloat16)) == "amx"
-    assert small_gemm.pair_kernel(torch.zeros(16, 48, dtype=torch.bfloat16)) == "pairs"
-    assert small_gemm.pair_kernel(torch.zeros(16, 64)) is None
-    monkeypatch.setattr(small_gemm, "bf16_kernel", lambda: "widen")
-    assert small_gemm.pair_kernel(torch.zeros(16, 64, dtype=torch.bfloat16)) is None
+    monkeypatch.setattr(bf16_gemm, "bf16_kernel", lambda: "amx")
+    assert bf16_gemm.pair_kernel(torch.zeros(16, 64, dtype=torch.bfloat16)) == "amx"
+    assert bf16_gemm.pair_kernel(torch.zeros(16, 48, dtype=torch.bfloat16)) == "pairs"
+    assert bf16_gemm.pair_kernel(torch.zeros(16, 64)) is None
+    monkeypatch.setattr(bf16_gemm, "bf16_kernel", lambda: "widen")
+    assert bf16_gemm.pair_kernel(torch.zeros(16, 64, dtype=torch.bfloat16)) is None

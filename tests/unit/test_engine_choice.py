@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from racer_bench.engine import engine_choice, small_gemm
+from racer_bench.engine import engine_choice, kernel_library
 from racer_bench.models.loaders import tiny_random
 
 
@@ -96,7 +96,7 @@ def test_real_timings_on_the_tiny_model(tiny_target) -> None:
     assert timings["ar_step_s"] > 0 and timings["tree_step_s"] > 0
 
 
-@pytest.mark.skipif(small_gemm.unavailable_reason() is not None, reason="no kernels")
+@pytest.mark.skipif(kernel_library.unavailable_reason() is not None, reason="no kernels")
 @pytest.mark.parametrize(("engine", "exact"), [("fast", True), ("eager", False)])
 def test_the_probe_tells_the_row_invariant_engine_in_bfloat16(engine, exact) -> None:
     target = tiny_random(dtype="bfloat16", num_kv_heads=2, init_std=0.05)

@@ -6,9 +6,9 @@ import pytest
 import torch
 from torch import nn
 
-from racer_bench.engine import fused_linears, small_gemm
+from racer_bench.engine import fused_linears, kernel_library, small_gemm
 
-pytestmark = pytest.mark.skipif(small_gemm.unavailable_reason() is not None, reason="no kernel")
+pytestmark = pytest.mark.skipif(kernel_library.unavailable_reason() is not None, reason="no kernel")
 
 
 class Attention(nn.Module):

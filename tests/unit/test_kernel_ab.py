@@ -4,22 +4,22 @@ from __future__ import annotations
 
 import pytest
 
-from racer_bench.engine import small_gemm
+from racer_bench.engine import kernel_library
 from racer_bench.run import kernel_ab
 
 pytestmark = pytest.mark.skipif(
-    small_gemm.unavailable_reason() is not None,
-    reason=f"small GEMM kernel unavailable: {small_gemm.unavailable_reason()}",
+    kernel_library.unavailable_reason() is not None,
+    reason=f"small GEMM kernel unavailable: {kernel_library.unavailable_reason()}",
 )
 
 
 def test_swapped_library_routes_calls_inside_the_block_only(tmp_path) -> None:
-    loaded = small_gemm.library()
+    loaded = kernel_library.library()
     other = kernel_ab.build(kernel_ab.WORKTREE, tmp_path)
     assert other is not loaded
-    with small_gemm.swapped_library(other):
-        assert small_gemm.library() is other
-    assert small_gemm.library() is loaded
+    with kernel_library.swapped_library(other):
+        assert kernel_library.library() is other
+    assert kernel_library.library() is loaded
 
 
 def test_a_build_of_the_worktree_gives_the_loaded_kernels_bits(tiny_bf16_target, tmp_path):
@@ -28,7 +28,7 @@ def test_a_build_of_the_worktree_gives_the_loaded_kernels_bits(tiny_bf16_target,
     target = tiny_bf16_target
     target.prefill([5, 9, 3, 7, 11, 2])
     before = target.length
-    libs = {"loaded": small_gemm.library(), "worktree": kernel_ab.build("worktree", tmp_path)}
+    libs = {"loaded": kernel_library.library(), "worktree": kernel_ab.build("worktree", tmp_path)}
     assert kernel_ab.logits_agree(target, 4, libs, [1, 5, 16]) == {1: True, 5: True, 16: True}
     assert target.length == before
     medians = kernel_ab.measure({"bfloat16": (target, 4)}, libs, [1, 5], reps=1)

@@ -6,11 +6,11 @@ import pytest
 import torch
 from torch import nn
 
-from racer_bench.engine import small_gemm
+from racer_bench.engine import kernel_library, small_gemm
 
 pytestmark = pytest.mark.skipif(
-    small_gemm.unavailable_reason() is not None,
-    reason=f"small GEMM kernel unavailable: {small_gemm.unavailable_reason()}",
+    kernel_library.unavailable_reason() is not None,
+    reason=f"small GEMM kernel unavailable: {kernel_library.unavailable_reason()}",
 )
 
 
@@ -92,13 +92,13 @@ def test_draft_heads_use_the_kernel_unless_the_engine_is_eager(engine: str) -> N
 
 
 def test_the_panel_schedule_is_a_build_flag_checked_by_name(monkeypatch) -> None:
-    monkeypatch.delenv(small_gemm.SCHEDULE_ENV, raising=False)
-    assert "-DPANEL_SCHEDULE=static" in small_gemm.build_flags()
-    monkeypatch.setenv(small_gemm.SCHEDULE_ENV, "dynamic")
-    assert "-DPANEL_SCHEDULE=dynamic" in small_gemm.build_flags()
-    monkeypatch.setenv(small_gemm.SCHEDULE_ENV, "fastest")
+    monkeypatch.delenv(kernel_library.SCHEDULE_ENV, raising=False)
+    assert "-DPANEL_SCHEDULE=static" in kernel_library.build_flags()
+    monkeypatch.setenv(kernel_library.SCHEDULE_ENV, "dynamic")
+    assert "-DPANEL_SCHEDULE=dynamic" in kernel_library.build_flags()
+    monkeypatch.setenv(kernel_library.SCHEDULE_ENV, "fastest")
     with pytest.raises(ValueError, match="RACER_BENCH_GEMM_SCHEDULE=fastest: expected one of"):
-        small_gemm.build_flags()
+        kernel_library.build_flags()
 
 
 @pytest.mark.parametrize("schedule", ["static", "dynamic"])
@@ -109,8 +109,8 @@ def test_every_schedule_builds_and_gives_the_same_bits(schedule: str, tmp_path) 
 
     compiler = shutil.which("cc") or shutil.which("gcc")
     out = tmp_path / f"gemm_{schedule}.so"
-    flags = (*small_gemm.FLAGS, f"-DPANEL_SCHEDULE={schedule}")
-    assert small_gemm._compile(compiler, flags, out) is None
+    flags = (*kernel_library.FLAGS, f"-DPANEL_SCHEDULE={schedule}")
+    assert kernel_library.compile_library(compiler, flags, out) is None
     lib = ctypes.CDLL(str(out))
     gen = torch.Generator().manual_seed(2)
     w, x = torch.randn(200, 64, generator=gen), torch.randn(12, 64, generator=gen)
@@ -121,8 +121,8 @@ def test_every_schedule_builds_and_gives_the_same_bits(schedule: str, tmp_path) 
     assert torch.equal(y, small_gemm.matmul(x, packed, 200))
 
 
-HAS_PAIRS = (
-    small_gemm.unavailable_reason() is None and small_gemm.library().small_gemm_has_avx512bf16()
+HAS_PAIRS = kernel_library.unavailable_reason() is None and bool(
+    kernel_library.library().small_gemm_has_avx512bf16()
 )
 needs_pairs = pytest.mark.skipif(
     not HAS_PAIRS,
