@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from racer_bench.engine import small_gemm
+from racer_bench.engine import kernel_library, small_gemm
 from racer_bench.engine.target import Engine
 
 
@@ -18,7 +18,7 @@ def for_inference(module: nn.Module, engine: Engine = "auto") -> nn.Module:
     time is exactly what it is for). A head on a GPU, or without the kernel, is left as is.
     """
     module.eval().requires_grad_(False)
-    if engine != "eager" and small_gemm.unavailable_reason() is None:
+    if engine != "eager" and kernel_library.unavailable_reason() is None:
         small_gemm.pack_linears(module)
     return module
 

@@ -71,8 +71,10 @@ class CostProfile:
             b <= a for a, b in zip(self.sizes, self.sizes[1:], strict=False)
         ):
             raise ValueError(f"cost profile sizes must ascend from 1, got {self.sizes}")
-        costs = isotonic_regression(np.asarray(self.costs, dtype=float)).x
-        self.costs = (costs / costs[0]).tolist()
+        costs = np.asarray(self.costs, dtype=float)
+        if np.any(np.diff(costs) < 0):  # pooling an already monotone curve again moves its ulps,
+            costs = isotonic_regression(costs).x  # so a saved profile loads back bit for bit
+        self.costs = (costs / costs[0] if costs[0] != 1.0 else costs).tolist()
 
     @property
     def max_size(self) -> int:

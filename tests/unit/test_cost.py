@@ -115,3 +115,11 @@ def test_cache_key_separates_engines(tiny_target, tmp_path) -> None:
     fast = cost.cache_path(tmp_path, key | {"engine": "fast"})
     assert fast != cost.cache_path(tmp_path, key)
     assert fast.parent == tmp_path / cost.PROFILE_DIR and "fast" in fast.name
+
+
+def test_a_saved_profile_loads_back_bit_for_bit(tmp_path) -> None:
+    """Pooled (non-monotone) timings are smoothed once; loading does not smooth them again."""
+    profile = cost.CostProfile([1, 2, 3, 4, 6], [0.7, 1.0103, 1.0101, 1.31, 1.3])
+    assert np.all(np.diff(profile.costs) >= 0) and profile.costs[0] == 1.0
+    loaded = cost.CostProfile.load(profile.save(tmp_path / "p.json"))
+    assert loaded.costs == profile.costs
