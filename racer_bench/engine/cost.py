@@ -201,8 +201,6 @@ def target_timer(target: Any, prefix_len: int = DEFAULT_CONTEXT, seed: int = 0) 
     arithmetic); every timed forward is a root plus a :func:`tree_shape` tree, and the cache is
     cut back to the prefix afterwards, so every size sees the same prefix.
     """
-    from racer_bench.engine.structs import Draft
-
     gen = torch.Generator().manual_seed(seed)
     vocab = int(getattr(target, "vocab_size", 256))
     prefix = torch.randint(0, vocab, (prefix_len + 1,), generator=gen).tolist()
@@ -210,11 +208,17 @@ def target_timer(target: Any, prefix_len: int = DEFAULT_CONTEXT, seed: int = 0) 
     root = prefix[-1]
 
     def time_forward(n: int) -> float:
-        nodes = torch.randint(0, vocab, (n - 1,), generator=gen)
-        draft = Draft(tokens=nodes, parents=torch.tensor(tree_shape(n - 1), dtype=torch.long))
-        return time_tree_forward(target, root, draft)
+        return time_tree_forward(target, root, random_draft(n - 1, vocab, gen))
 
     return time_forward
+
+
+def random_draft(n_nodes: int, vocab: int, gen: torch.Generator) -> Any:
+    """A :func:`tree_shape` draft of ``n_nodes`` random token ids (a Draft)."""
+    from racer_bench.engine.structs import Draft
+
+    nodes = torch.randint(0, vocab, (n_nodes,), generator=gen)
+    return Draft(tokens=nodes, parents=torch.tensor(tree_shape(n_nodes), dtype=torch.long))
 
 
 def time_tree_forward(target: Any, root: int, draft: Any) -> float:

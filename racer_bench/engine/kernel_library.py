@@ -102,11 +102,8 @@ def open_library(path: Path) -> tuple[ctypes.CDLL | None, str | None]:
     lib.row_attention.argtypes = [ptr] * 5 + [long] * 9 + [ctypes.c_float, i32]
     lib.small_gemm_pack_pairs.argtypes = [ptr, ptr, long, long]
     lib.small_gemm_bf16_pairs.argtypes = [ptr, ptr, ptr, long, long, long]
-    if not hasattr(lib, "small_gemm_has_amx"):
-        # a build from before the AMX kernel (a kernel A/B): it runs the pairs kernel wherever
-        # AMX is asked for, as its decoder layer does with any non-zero kernel code
-        lib.small_gemm_bf16_amx = lib.small_gemm_bf16_pairs
-    lib.small_gemm_bf16_amx.argtypes = [ptr, ptr, ptr, long, long, long]
+    if hasattr(lib, "small_gemm_bf16_amx"):  # builds before the AMX kernel lack it
+        lib.small_gemm_bf16_amx.argtypes = [ptr, ptr, ptr, long, long, long]
     lib.decoder_layer.argtypes = [ptr, ptr, long, long, ptr, ptr, ptr, ptr]
     lib.decoder_layer_scratch.argtypes = [ptr, long]
     lib.decoder_layer_scratch.restype = long

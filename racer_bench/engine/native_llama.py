@@ -133,9 +133,9 @@ class NativeLlama:
             params.k_cache, params.v_cache = keys.data_ptr(), values.data_ptr()
             params.cache_head, params.cache_row = keys.stride(1), keys.stride(2)
             lib.decoder_layer(ctypes.byref(params), h.data_ptr(), t, past, cos.data_ptr(),
-                                   sin.data_ptr(), mask, self.scratch.data_ptr())  # fmt: skip
+                              sin.data_ptr(), mask, self.scratch.data_ptr())  # fmt: skip
         out = torch.empty_like(h)
         lib.final_norm(h.data_ptr(), self.norm.weight.data_ptr(), out.data_ptr(), t,
-                            self.hidden, self.norm.variance_epsilon, self.code,
-                            self.scratch.data_ptr())  # fmt: skip
+                       self.hidden, self.norm.variance_epsilon, self.code,
+                       self.scratch.data_ptr())  # fmt: skip
         return out

@@ -39,7 +39,7 @@ from racer_bench.engine import (
     native_llama,
     row_attention,
     small_gemm,
-)  # fmt: skip
+)
 from racer_bench.engine.structs import Draft
 from racer_bench.engine.tree import ancestor_mask, is_chain, node_depths
 from racer_bench.errors import ConfigError

@@ -21,8 +21,7 @@ import torch
 
 from racer_bench.config.paths import REPO_ROOT
 from racer_bench.engine import kernel_library, kv_cache
-from racer_bench.engine.cost import time_tree_forward, tree_shape
-from racer_bench.engine.structs import Draft
+from racer_bench.engine.cost import random_draft, time_tree_forward
 from racer_bench.engine.target import HFTarget
 from racer_bench.run.bench_forward_cost import draft_of
 
@@ -47,6 +46,10 @@ def build(label: str, out_dir: Path) -> ctypes.CDLL:
     lib, why = kernel_library.open_library(out)
     if lib is None:
         raise SystemExit(f"build {label}: {why} (its weights pack differently; no A/B)")
+    if not hasattr(lib, "small_gemm_bf16_amx"):
+        # a build from before the AMX kernel runs the pairs kernel wherever AMX is asked for,
+        # as its decoder layer does with any non-zero kernel code
+        lib.small_gemm_bf16_amx = lib.small_gemm_bf16_pairs
     return lib
 
 
@@ -56,15 +59,16 @@ def kernel_sources(label: str) -> dict[str, bytes]:
         return {p.name: p.read_bytes() for p in sorted(kernel_library.CSRC.iterdir())
                 if p.suffix in (".c", ".h")}  # fmt: skip
     folder = kernel_library.CSRC.relative_to(REPO_ROOT).as_posix()
-    done = subprocess.run(
-        ["git", "ls-tree", "--name-only", label, f"{folder}/"], cwd=REPO_ROOT,
-        capture_output=True, text=True,
-    )  # fmt: skip
-    names = [Path(line).name for line in done.stdout.split()]
-    if done.returncode != 0 or not names:
+    listing = git("ls-tree", "--name-only", label, f"{folder}/")
+    names = [Path(line).name for line in (listing or b"").decode().split()]
+    if not names:
         raise SystemExit(f"--builds {label}: git cannot show its kernels ({folder})")
-    return {name: git_show(label, f"{folder}/{name}") for name in names
-            if name.endswith((".c", ".h"))}  # fmt: skip
+    files = {name: git("show", f"{label}:{folder}/{name}") for name in names
+             if name.endswith((".c", ".h"))}  # fmt: skip
+    missing = [name for name, text in files.items() if text is None]
+    if missing:
+        raise SystemExit(f"--builds {label}: git cannot show {folder}/{missing[0]} there")
+    return files
 
 
 def resolve(label: str) -> str:
@@ -72,22 +76,16 @@ def resolve(label: str) -> str:
     like ``HEAD`` means another commit tomorrow)."""
     if label == WORKTREE:
         return label
-    done = subprocess.run(
-        ["git", "rev-parse", "--short", f"{label}^{{commit}}"], cwd=REPO_ROOT,
-        capture_output=True, text=True,
-    )  # fmt: skip
-    if done.returncode != 0:
+    sha = git("rev-parse", "--short", f"{label}^{{commit}}")
+    if sha is None:
         raise SystemExit(f"--builds {label}: not a git revision here")
-    return done.stdout.strip()
+    return sha.decode().strip()
 
 
-def git_show(revision: str, relative: str) -> bytes:
-    done = subprocess.run(
-        ["git", "show", f"{revision}:{relative}"], cwd=REPO_ROOT, capture_output=True
-    )
-    if done.returncode != 0:
-        raise SystemExit(f"--builds {revision}: git cannot show {relative} there")
-    return done.stdout
+def git(*args: str) -> bytes | None:
+    """``git args`` in the repository: its output, or None when git fails."""
+    done = subprocess.run(["git", *args], cwd=REPO_ROOT, capture_output=True)
+    return done.stdout if done.returncode == 0 else None
 
 
 def measure(
@@ -119,8 +117,7 @@ def logits_agree(
     vocab = int(target.model.config.vocab_size)
     agree = {}
     for n in sizes:
-        tokens = torch.randint(0, vocab, (n - 1,), generator=gen)
-        draft = Draft(tokens, torch.tensor(tree_shape(n - 1), dtype=torch.long))
+        draft = random_draft(n - 1, vocab, gen)
         outputs = []
         for lib in libs.values():
             with kernel_library.swapped_library(lib):
