@@ -18,7 +18,7 @@ import torch
 
 from racer_bench.analysis.metrics import calibration_bins
 from racer_bench.engine.structs import GenerationResult, Source, StepRecord
-from racer_bench.system import hardware
+from racer_bench.system import files, hardware
 from racer_bench.system.interrupts import signals_deferred
 
 SCHEMA_VERSION = 1
@@ -174,9 +174,7 @@ def end_of_last_line(path: Path, size: int, chunk: int = 1 << 20) -> int:
 
 
 def write_json(path: Path, data: dict[str, Any]) -> None:
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False, default=str), encoding="utf-8")
-    tmp.replace(path)
+    files.write_text(path, json.dumps(data, indent=2, ensure_ascii=False, default=str))
 
 
 def read_json(path: Path) -> dict[str, Any]:

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 import torch
 
 from racer_bench.engine.kernel_library import kernel_dir, library, source_digest
-from racer_bench.system import hardware
+from racer_bench.system import files, hardware
 
 BF16_ENV = "RACER_BENCH_BF16_GEMM"  # force the bfloat16 kernel: amx | pairs | widen
 BF16_KERNELS = ("amx", "pairs", "widen")  # in order of preference
@@ -88,8 +88,7 @@ def amx_verdict(command: Sequence[str] = PROBE, timeout_s: float = 120.0) -> str
             why = None if done.returncode == 0 and lines[-1] == "ok" else lines[-1]
     except subprocess.TimeoutExpired:
         why = f"the AMX check took over {timeout_s:.0f} s"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"unusable": why}) + "\n")
+    files.write_text(path, json.dumps({"unusable": why}) + "\n")
     return why
 
 

@@ -37,6 +37,7 @@ import torch
 from scipy.optimize import isotonic_regression
 
 from racer_bench.errors import ConfigError
+from racer_bench.system import files
 
 BASE_GRID = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)
 SYNTHETIC = ("flat", "steep", "linear:<slope>")
@@ -100,10 +101,7 @@ class CostProfile:
 
     def save(self, path: Path | str) -> Path:
         path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(self.to_dict(), indent=2), encoding="utf-8")
-        tmp.replace(path)
+        files.write_text(path, json.dumps(self.to_dict(), indent=2))
         return path
 
     @classmethod

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import gc
 import json
-import os
 import statistics
 from collections.abc import Callable
 from pathlib import Path
@@ -26,7 +25,7 @@ import torch
 
 from racer_bench.engine import cost
 from racer_bench.engine.kernel_library import source_digest
-from racer_bench.system import hardware
+from racer_bench.system import files, hardware
 
 ENGINES = ("eager", "fast")
 CPU_DTYPES = ("float32", "bfloat16")
@@ -201,7 +200,4 @@ def _read(path: Path) -> dict[str, Any] | None:
 
 
 def _write(path: Path, record: dict[str, Any]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")  # two runs may write at once
-    tmp.write_text(json.dumps(record, indent=2), encoding="utf-8")
-    tmp.replace(path)
+    files.write_text(path, json.dumps(record, indent=2))  # two runs may write at once

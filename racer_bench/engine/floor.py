@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 
-from racer_bench.system import hardware
+from racer_bench.system import files, hardware
 
 FLOOR_DIR = "floor"
 BUFFER_BYTES = 512 << 20  # well past a 32 MiB last-level cache
@@ -48,8 +48,7 @@ def bandwidth(cache_dir: Path | str) -> dict[str, Any]:
     except (OSError, ValueError):
         pass
     record = {"gbps": measure_bandwidth(), "threads": threads}
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(record), encoding="utf-8")
+    files.write_text(path, json.dumps(record))
     return {**record, "cached": False}
 
 

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from racer_bench.errors import ConfigError
+from racer_bench.system import files
 
 DATA_ENV = "RACER_BENCH_DATA"
 SPEC_BENCH_COMMIT = "fd2c1cd7d2201ef71db4c5f4e455008f017967bf"
@@ -135,14 +136,6 @@ def count_rows(path: Path) -> int:
         return sum(1 for line in f if line.strip())
 
 
-def write_bytes(path: Path, data: bytes) -> None:
-    """Write atomically: a half-written file is never picked up."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_bytes(data)
-    tmp.replace(path)
-
-
 def fetch_from_hub(source: DataSource, data_dir: Path) -> Path:
     """Download ``source`` with the ``datasets`` library and write it in the upstream layout."""
     try:
@@ -155,7 +148,7 @@ def fetch_from_hub(source: DataSource, data_dir: Path) -> Path:
     dataset_id, config, split = source.hub
     rows = load_dataset(dataset_id, config, split=split)
     path = data_dir / source.relpath
-    write_bytes(path, "".join(source.to_lines(rows)).encode("utf-8"))
+    files.write_bytes(path, "".join(source.to_lines(rows)).encode("utf-8"))
     return path
 
 
@@ -170,7 +163,7 @@ def fetch_from_url(source: DataSource, data_dir: Path) -> Path:
             f"{source.task}: {source.url} has sha256 {digest}, expected {source.sha256}"
         )
     path = data_dir / source.relpath
-    write_bytes(path, data)
+    files.write_bytes(path, data)
     return path
 
 

@@ -4,7 +4,6 @@ running its own forwards."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -14,6 +13,7 @@ from omegaconf import DictConfig
 
 from racer_bench.engine.target import HFTarget, features
 from racer_bench.errors import ConfigError
+from racer_bench.system import files
 
 
 @torch.no_grad()
@@ -41,10 +41,8 @@ def stored_features(file: Path, length: int) -> torch.Tensor | None:
 
 
 def store_features(file: Path, feats: torch.Tensor) -> None:
-    file.parent.mkdir(parents=True, exist_ok=True)
-    tmp = file.with_suffix(f".{os.getpid()}.tmp")  # heads may build features side by side
-    torch.save(feats, tmp)
-    tmp.rename(file)
+    with files.replacing(file) as tmp:  # heads may build features side by side
+        torch.save(feats, tmp)
 
 
 def cached_features(

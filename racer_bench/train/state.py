@@ -12,6 +12,7 @@ import torch
 from omegaconf import DictConfig
 
 from racer_bench.errors import ConfigError
+from racer_bench.system import files
 
 
 def training_fingerprint(kind: str, config: dict, draft_ids: torch.Tensor, keys: list[str]) -> str:
@@ -39,8 +40,6 @@ def resume_state(cfg: DictConfig, path: Path, head: Any, opt: Any, fingerprint: 
 
 def save_state(path: Path, head: Any, opt: Any, fingerprint: str, progress: dict[str, Any]) -> None:
     """Head, optimiser, fingerprint and progress (step, log, evals, train_s), atomically."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    torch.save({"head": head.state_dict(), "opt": opt.state_dict(), "fingerprint": fingerprint,
-                **progress}, tmp)  # fmt: skip
-    tmp.rename(path)
+    with files.replacing(path) as tmp:
+        torch.save({"head": head.state_dict(), "opt": opt.state_dict(),
+                    "fingerprint": fingerprint, **progress}, tmp)  # fmt: skip
