@@ -25,14 +25,34 @@ MIN_CAPACITY = 512
 
 
 class PreallocatedLayer(DynamicLayer):
-    """One layer's keys/values in a preallocated buffer FloatTensor[B, H_kv, capacity, D]."""
+    """One layer's keys/values in a preallocated buffer FloatTensor[B, H_kv, capacity, D].
+
+    ``keys`` / ``values`` are views of the used rows, made when read: the native forward moves
+    ``length`` twice a step in every layer (reserve, then compaction) and reads neither, and
+    four view objects per layer per step were a few percent of an AR step.
+    """
+
+    @property
+    def keys(self) -> torch.Tensor | None:
+        return self._keys[..., : self.length, :] if self.is_initialized else None
+
+    @keys.setter
+    def keys(self, value: torch.Tensor | None) -> None:
+        _only_none(value)
+
+    @property
+    def values(self) -> torch.Tensor | None:
+        return self._values[..., : self.length, :] if self.is_initialized else None
+
+    @values.setter
+    def values(self, value: torch.Tensor | None) -> None:
+        _only_none(value)
 
     def lazy_initialization(self, key_states: torch.Tensor, value_states: torch.Tensor) -> None:
         self.device = key_states.device
         self.length = 0
         self._keys = key_states.new_empty(_buffer_shape(key_states, MIN_CAPACITY))
         self._values = value_states.new_empty(_buffer_shape(value_states, MIN_CAPACITY))
-        self._set_views()
         self.is_initialized = True
 
     def update(
@@ -47,7 +67,6 @@ class PreallocatedLayer(DynamicLayer):
         self._keys[..., self.length : end, :].copy_(key_states)
         self._values[..., self.length : end, :].copy_(value_states)
         self.length = end
-        self._set_views()
         return self.keys, self.values
 
     def get_seq_length(self) -> int:
@@ -59,12 +78,10 @@ class PreallocatedLayer(DynamicLayer):
             raise ValueError(f"crop takes a negative count, got {tokens_to_remove}")
         if self.is_initialized and tokens_to_remove:
             self.length = max(self.length + tokens_to_remove, 0)
-            self._set_views()
 
     def reset(self) -> None:
         if self.is_initialized:
             self.length = 0
-            self._set_views()
 
     def _grow(self, needed: int) -> None:
         capacity = self._keys.shape[-2]
@@ -76,9 +93,12 @@ class PreallocatedLayer(DynamicLayer):
             new[..., : self.length, :].copy_(old[..., : self.length, :])
             setattr(self, name, new)
 
-    def _set_views(self) -> None:
-        self.keys = self._keys[..., : self.length, :]
-        self.values = self._values[..., : self.length, :]
+
+def _only_none(value: torch.Tensor | None) -> None:
+    """transformers' layer constructor clears ``keys`` / ``values``; nothing else may set them
+    (beam search's reorderings and offloading are not supported)."""
+    if value is not None:
+        raise TypeError("a PreallocatedLayer's keys and values are views of its buffer")
 
 
 def reserve(layer: Any, end: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -90,7 +110,6 @@ def reserve(layer: Any, end: int) -> tuple[torch.Tensor, torch.Tensor]:
     if end > layer._keys.shape[-2]:
         layer._grow(end)
     layer.length = end
-    layer._set_views()
     return layer._keys, layer._values
 
 
