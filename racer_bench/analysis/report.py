@@ -79,9 +79,25 @@ def setting_lines(summary: dict[str, Any]) -> list[str]:
         versus = f"; our AR runs at {ratio:.2f}x its tok/s" if ratio else ""
         lines.append(f"generate(): transformers' greedy loop, eager engine, same prompts and "
                      f"dtype; output equal to our AR loop's on {same}/{n}{versus}")  # fmt: skip
+    started = startup_line(summary.get("startup") or {})
+    if started:
+        lines.append(started)
     if summary.get("load_warning"):
         lines.append(f"WARNING: {summary['load_warning']}")
     return lines
+
+
+def startup_line(startup: dict[str, Any]) -> str | None:
+    """``start-up: 12.3 s to the first prompt (imports and config 6.1, model 4.0, ...), then
+    warm-up 5.2 s`` from a summary's ``startup`` (None without a ready time)."""
+    ready = startup.get("ready_s")
+    if ready is None:
+        return None
+    parts = ", ".join(f"{name} {s:.1f}" for name, s in startup.get("phases", {}).items())
+    line = f"start-up: {ready:.1f} s to the first prompt ({parts})"
+    if startup.get("warmup_s") is not None:
+        line += f", then warm-up {startup['warmup_s']:.1f} s"
+    return line
 
 
 def print_summary(summary: dict[str, Any]) -> None:

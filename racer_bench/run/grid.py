@@ -124,10 +124,13 @@ def _run_grid(
             overrides = [*base, *point, f"grid_point={index}"]
             (run_dir / ".hydra" / "overrides.yaml").write_text(yaml.safe_dump(overrides))
     done = set.intersection(*(records.finished_ids(d) for d in dirs))
-    prompts = shared.task.load()
+    with shared.startup.phase("prompts"):
+        prompts = shared.task.load()
     todo = [(i, p) for i, p in enumerate(prompts) if p.id not in done]
-    for index in range(min(shared.cfg.warmup_prompts, len(prompts)) if todo else 0):
-        run_prompt(shared, prompts[index], index)  # warm-up, not recorded
+    shared.startup.ready()  # the views share this Startup: every point's summary has it
+    with shared.startup.warmup():
+        for index in range(min(shared.cfg.warmup_prompts, len(prompts)) if todo else 0):
+            run_prompt(shared, prompts[index], index)  # warm-up, not recorded
     meter, steps, governor = hardware.LoadMeter().start(), 0, thread_governor(shared.cfg)
     for index, prompt in tqdm(todo, desc="grid", unit="prompt"):
         threads = prompt_threads(governor, shared)

@@ -111,7 +111,8 @@ def _run_in(
             resume.record_event(
                 run_dir, resumed.changed, device, len(run_records.finished_ids(run_dir))
             )
-        prompts = setup.task.load()
+        with setup.startup.phase("prompts"):
+            prompts = setup.task.load()
         total = len(prompts)
         return run_prompts(setup, prompts, run_dir, choices, on_summary)
     except KeyboardInterrupt as stop:
@@ -144,8 +145,10 @@ def run_prompts(
     todo = prompts_to_run(
         prompts, int(setup.cfg.get("repeats", 1)), run_records.finished_ids(run_dir)
     )
-    for index in range(min(setup.cfg.warmup_prompts, len(prompts)) if todo else 0):
-        run_prompt(setup, prompts[index], index)  # warm-up: same code path, not recorded
+    setup.startup.ready()
+    with setup.startup.warmup():
+        for index in range(min(setup.cfg.warmup_prompts, len(prompts)) if todo else 0):
+            run_prompt(setup, prompts[index], index)  # warm-up: same code path, not recorded
     tracker = tracking.start(setup.cfg, run_dir, choices)
     failed = True
     try:
@@ -215,6 +218,7 @@ def finalize(
     summary |= floor_block(setup.floor, summary.get("ar_step_ms"))
     summary["engine"] = setup.target.engine
     summary["dtype"] = str(setup.target.dtype).removeprefix("torch.")
+    summary["startup"] = setup.startup.to_dict()  # this invocation's (a resumed run: its own)
     run_records.write_json(run_dir / run_records.SUMMARY_FILE, summary)
     save_thread_profiles(setup, run_dir)
     if on_summary:

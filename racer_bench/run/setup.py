@@ -26,6 +26,7 @@ from racer_bench.engine.verify import GreedyVerifier, Verifier
 from racer_bench.errors import ConfigError
 from racer_bench.models import resolve_device
 from racer_bench.run.config import scheduler_settings, validate
+from racer_bench.run.startup import Startup
 from racer_bench.tasks.base import Task
 
 PROFILE_FILE = "cost_profile.json"
@@ -59,35 +60,47 @@ class Setup:
     reference: HFTarget | None = None
     # the weight-read floor of an AR step on this machine (None off a CPU)
     floor: dict[str, Any] | None = None
+    startup: Startup = field(default_factory=Startup)  # seconds per phase before the prompts
 
 
 def build(cfg: DictConfig) -> Setup:
-    """Instantiate target, task, drafters and verifiers from the composed config."""
+    """Instantiate target, task, drafters and verifiers from the composed config, timing each
+    phase (:class:`~racer_bench.run.startup.Startup`)."""
+    startup = Startup()
+    startup.begin()
     validate(cfg)
     if cfg.num_threads:
         torch.set_num_threads(int(cfg.num_threads))
-    task: Task = construct(cfg.task, "task")
-    target, engine_choice = choose_engine(cfg)
-    verifier: Verifier = construct(cfg.verifier, "verifier")
-    drafter = construct(cfg.method, "method", vocab_size=target.vocab_size)
-    check_native(drafter, cfg)
-    settings = scheduler_settings(cfg)
-    profile = cost_profile(settings, cfg, target, drafter)
+    with startup.phase("task"):
+        task: Task = construct(cfg.task, "task")
+    with startup.phase("model"):
+        target, engine_choice = choose_engine(cfg)
+    with startup.phase("method"):
+        verifier: Verifier = construct(cfg.verifier, "verifier")
+        drafter = construct(cfg.method, "method", vocab_size=target.vocab_size)
+        check_native(drafter, cfg)
+    with startup.phase("cost profile"):
+        settings = scheduler_settings(cfg)
+        profile = cost_profile(settings, cfg, target, drafter)
     method = Mode("method", drafter, verifier, settings.make(profile))
     modes = [method]
     if cfg.baseline == "same_run":
         modes.insert(0, Mode("baseline", NullDrafter(), verifier))
     if not verifier.lossless:  # lossy verifiers are judged against strict greedy, same drafter
-        strict_drafter = construct(cfg.method, "method", vocab_size=target.vocab_size)
+        with startup.phase("method"):
+            strict_drafter = construct(cfg.method, "method", vocab_size=target.vocab_size)
         modes.append(Mode("strict", strict_drafter, GreedyVerifier(), settings.make(profile)))
     max_new = task_max_new_tokens(task, cfg.max_new_tokens)
-    reference = reference_target(cfg, target)
+    with startup.phase("reference model"):
+        reference = reference_target(cfg, target)
     gc.collect()
     gc.freeze()  # model objects never die: keep full collections from pausing decode steps
     options = LoopOptions(max_draft=cfg.max_draft)
-    floor = floor_record(target.model, cfg.paths.cache_dir) if target.device.type == "cpu" else None
+    on_cpu = target.device.type == "cpu"
+    with startup.phase("floor"):
+        floor = floor_record(target.model, cfg.paths.cache_dir) if on_cpu else None
     return Setup(cfg, target, task, modes, options, max_new, profile, engine_choice,
-                 reference=reference, floor=floor)  # fmt: skip
+                 reference=reference, floor=floor, startup=startup)  # fmt: skip
 
 
 def reference_target(cfg: DictConfig, target: HFTarget) -> HFTarget | None:

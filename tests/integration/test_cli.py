@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
@@ -64,3 +65,7 @@ def test_cli_runs_and_prints_run_folder(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert f"run folder: {tmp_path}" in proc.stdout
     assert (tmp_path / "summary.json").exists()
+    # a fresh process: its imports and Hydra's composition are part of its start
+    started = json.loads((tmp_path / "summary.json").read_text())["startup"]
+    assert started["phases"]["imports and config"] > 0.5 and started["ready_s"] > 1.0
+    assert f"start-up: {started['ready_s']:.1f} s to the first prompt (" in proc.stdout

@@ -96,6 +96,20 @@ def test_run_records_where_and_under_what_load_it_was_measured(compose_cfg, tmp_
     assert load["steps"] > 0 and load["wall_s"] > 0 and isinstance(load["alone"], bool)
     assert "loadavg_start" in load and "loadavg_end" in load
     assert summary["load_warning"] == load["warning"]
+    startup = summary["startup"]  # this process's start, phase by phase, then the warm-up
+    assert list(startup["phases"]) == [
+        "imports and config",
+        "task",
+        "model",
+        "method",
+        "cost profile",
+        "reference model",
+        "floor",
+        "prompts",
+    ]
+    assert all(s >= 0 for s in startup["phases"].values()) and startup["phases"]["model"] > 0
+    assert sum(startup["phases"].values()) <= startup["ready_s"] + 0.01  # parts of the same span
+    assert startup["warmup_s"] < 0.01  # warmup_prompts=0: nothing ran
 
 
 @pytest.mark.parametrize("engine", ["eager", "fast"])
@@ -111,6 +125,7 @@ def test_reference_generate_runs_transformers_generate_on_the_same_prompts(
     assert all(t["wall_time"] > 0 and 0 < len(t["tokens"]) <= 16 for ts in turns for t in ts)
     # generate() on the untouched model equals our AR loop token for token, on either engine
     assert summary["reference_identical"] == 1.0 and summary["reference_tokens_per_s"] > 0
+    assert summary["startup"]["phases"]["reference model"] >= 0
     assert records[0]["method"]["turns"][0]["steps"]["n_draft"]
     assert summary["load"]["steps"] == sum(
         len(t["steps"]["n_draft"]) for r in records for m in ("baseline", "method")
