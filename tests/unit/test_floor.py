@@ -6,7 +6,7 @@ import json
 
 import torch
 
-from racer_bench.engine import floor
+from racer_bench.engine import floor, kernel_library
 from racer_bench.models.loaders import tiny_random
 from racer_bench.run.runner import floor_block
 
@@ -24,17 +24,18 @@ def test_weight_bytes_skip_an_untied_embedding_and_count_a_tied_one_once() -> No
 
 def test_bandwidth_is_measured_once_per_machine_and_threads(tmp_path, monkeypatch) -> None:
     calls = []
-    monkeypatch.setattr(floor, "measure_bandwidth", lambda: calls.append(1) or 20.0)
+    readers = {"sum_float32": 20.0, "gemv_bfloat16": 22.5}
+    monkeypatch.setattr(floor, "measure_bandwidth", lambda: calls.append(1) or readers)
     first = floor.bandwidth(tmp_path)
     again = floor.bandwidth(tmp_path)
     assert calls == [1] and first["cached"] is False and again["cached"] is True
-    assert again["gbps"] == 20.0
+    assert again["gbps"] == 22.5 and again["readers"] == readers  # the best reader's
     (saved,) = (tmp_path / floor.FLOOR_DIR).iterdir()
     assert json.loads(saved.read_text())["threads"] == torch.get_num_threads()
 
 
 def test_floor_record_and_the_summary_ratio(tmp_path, monkeypatch) -> None:
-    monkeypatch.setattr(floor, "measure_bandwidth", lambda: 1.0)  # 1 GB/s: 1 ms per MB
+    monkeypatch.setattr(floor, "measure_bandwidth", lambda: {"sum_float32": 1.0})  # 1 ms per MB
     model = tiny_random(dtype="float32").model
     record = floor.floor_record(model, tmp_path)
     assert record["floor_ms"] == floor.weight_bytes(model) / 1e6
@@ -44,4 +45,7 @@ def test_floor_record_and_the_summary_ratio(tmp_path, monkeypatch) -> None:
 
 
 def test_a_real_bandwidth_measure_is_positive() -> None:
-    assert floor.measure_bandwidth(buffer_bytes=8 << 20, passes=2) > 0
+    readers = floor.measure_bandwidth(buffer_bytes=8 << 20, passes=2)
+    assert readers["sum_float32"] > 0 and all(gbps > 0 for gbps in readers.values())
+    if kernel_library.unavailable_reason() is None:  # the AR step's own reader, per dtype
+        assert {"gemv_float32", "gemv_bfloat16"} <= set(readers)
