@@ -93,7 +93,8 @@ def startup_line(startup: dict[str, Any]) -> str | None:
     ready = startup.get("ready_s")
     if ready is None:
         return None
-    parts = ", ".join(f"{name} {s:.1f}" for name, s in startup.get("phases", {}).items())
+    phases = startup.get("phases", {}).items()
+    parts = ", ".join(f"{name.replace('_', ' ')} {s:.1f}" for name, s in phases)
     line = f"start-up: {ready:.1f} s to the first prompt ({parts})"
     if startup.get("warmup_s") is not None:
         line += f", then warm-up {startup['warmup_s']:.1f} s"

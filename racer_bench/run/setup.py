@@ -79,7 +79,7 @@ def build(cfg: DictConfig) -> Setup:
         verifier: Verifier = construct(cfg.verifier, "verifier")
         drafter = construct(cfg.method, "method", vocab_size=target.vocab_size)
         check_native(drafter, cfg)
-    with startup.phase("cost profile"):
+    with startup.phase("cost_profile"):
         settings = scheduler_settings(cfg)
         profile = cost_profile(settings, cfg, target, drafter)
     method = Mode("method", drafter, verifier, settings.make(profile))
@@ -91,7 +91,7 @@ def build(cfg: DictConfig) -> Setup:
             strict_drafter = construct(cfg.method, "method", vocab_size=target.vocab_size)
         modes.append(Mode("strict", strict_drafter, GreedyVerifier(), settings.make(profile)))
     max_new = task_max_new_tokens(task, cfg.max_new_tokens)
-    with startup.phase("reference model"):
+    with startup.phase("reference_model"):
         reference = reference_target(cfg, target)
     gc.collect()
     gc.freeze()  # model objects never die: keep full collections from pausing decode steps

@@ -1,7 +1,7 @@
 """What a run costs before its first timed prompt, by phase.
 
 A run's start-up is the interpreter and imports with Hydra's composition and the config checks
-(``imports and config``: process start to :func:`racer_bench.run.setup.build`), then each phase
+(``imports_and_config``: process start to :func:`racer_bench.run.setup.build`), then each phase
 of the build (model with the engine choice, method, cost profile, reference model, floor, the
 task's prompts), then the warm-up prompt. First use on a machine measures and caches the engine
 choice, the cost curve, the read bandwidth and the kernels; a cached run pays only for loading.
@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-BEFORE_BUILD = "imports and config"
+BEFORE_BUILD = "imports_and_config"
 
 
 def process_age_s() -> float | None:

@@ -67,5 +67,5 @@ def test_cli_runs_and_prints_run_folder(tmp_path):
     assert (tmp_path / "summary.json").exists()
     # a fresh process: its imports and Hydra's composition are part of its start
     started = json.loads((tmp_path / "summary.json").read_text())["startup"]
-    assert started["phases"]["imports and config"] > 0.5 and started["ready_s"] > 1.0
+    assert started["phases"]["imports_and_config"] > 0.5 and started["ready_s"] > 1.0
     assert f"start-up: {started['ready_s']:.1f} s to the first prompt (" in proc.stdout

@@ -98,12 +98,12 @@ def test_run_records_where_and_under_what_load_it_was_measured(compose_cfg, tmp_
     assert summary["load_warning"] == load["warning"]
     startup = summary["startup"]  # this process's start, phase by phase, then the warm-up
     assert list(startup["phases"]) == [
-        "imports and config",
+        "imports_and_config",
         "task",
         "model",
         "method",
-        "cost profile",
-        "reference model",
+        "cost_profile",
+        "reference_model",
         "floor",
         "prompts",
     ]
@@ -125,7 +125,7 @@ def test_reference_generate_runs_transformers_generate_on_the_same_prompts(
     assert all(t["wall_time"] > 0 and 0 < len(t["tokens"]) <= 16 for ts in turns for t in ts)
     # generate() on the untouched model equals our AR loop token for token, on either engine
     assert summary["reference_identical"] == 1.0 and summary["reference_tokens_per_s"] > 0
-    assert summary["startup"]["phases"]["reference model"] >= 0
+    assert summary["startup"]["phases"]["reference_model"] >= 0
     assert records[0]["method"]["turns"][0]["steps"]["n_draft"]
     assert summary["load"]["steps"] == sum(
         len(t["steps"]["n_draft"]) for r in records for m in ("baseline", "method")
