@@ -26,7 +26,7 @@ from pathlib import Path
 import torch
 
 from racer_bench.config.paths import DEFAULT_MODELS_DIR
-from racer_bench.engine.floor import floor_record
+from racer_bench.engine.floor import bandwidth, floor_record
 from racer_bench.run.bench import code_state, humaneval_prompts
 from racer_bench.run.bench_forward_cost import load_targets, measure, profile, report, save
 from racer_bench.system.hardware import LoadMeter
@@ -56,8 +56,8 @@ def main() -> None:
     for target in targets.values():
         target.prefill(prompt[:-1])
     root = prompt[-1]
-    floors = {name: floor_record(t.model, Path(args.cache_dir).parent) for name, t in
-              targets.items()}  # fmt: skip
+    bw = bandwidth()  # once, in this sitting: every contender's floor divides by it
+    floors = {name: floor_record(t.model, bw) for name, t in targets.items()}
     meter = LoadMeter().start()
     medians = measure(targets, root, args.sizes, args.reps)
     load = meter.stop()

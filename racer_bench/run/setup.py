@@ -98,7 +98,7 @@ def build(cfg: DictConfig) -> Setup:
     options = LoopOptions(max_draft=cfg.max_draft)
     on_cpu = target.device.type == "cpu"
     with startup.phase("floor"):
-        floor = floor_record(target.model, cfg.paths.cache_dir) if on_cpu else None
+        floor = floor_record(target.model) if on_cpu else None
     return Setup(cfg, target, task, modes, options, max_new, profile, engine_choice,
                  reference=reference, floor=floor, startup=startup)  # fmt: skip
 
