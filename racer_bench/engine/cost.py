@@ -9,7 +9,11 @@ to commit against ``cost(N)``. A profile is
   once per repetition (interleaved), medians over repetitions, sampled on a grid (1, 2, 3, 4, 6,
   8, 12, 16, 24, 32, 48, 64, ...) and interpolated in between;
 * cached per (model, dtype, device, threads, torch version, engine, context) under
-  ``<cache_dir>/cost_profiles/`` and reused (:func:`resolve_profile` with ``auto``);
+  ``<cache_dir>/cost_profiles/`` and reused (:func:`resolve_profile` with ``auto``) while a
+  spot check at the run's start agrees with it (:func:`still_holds`: a 16-token forward against
+  a 1-token one, a fraction of a second); a curve measured in a disturbed sitting once made
+  every later run's trees small (2-token forwards at 1.40 AR steps, 16-token at 3.29, where
+  the machine alone gives 1.18 and 2.15), and is now measured again;
 * or synthetic (tests, model-only comparisons): ``flat`` (every size costs one forward),
   ``steep`` (N tokens cost N forwards), ``linear:<slope>`` (1 + slope * (N - 1));
 * or read from a JSON file written by :meth:`CostProfile.save`.
@@ -42,6 +46,9 @@ from racer_bench.system import files
 BASE_GRID = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)
 SYNTHETIC = ("flat", "steep", "linear:<slope>")
 PROFILE_DIR = "cost_profiles"
+CHECK_SIZE = 16  # the forward the spot check of a cached curve times against a 1-token one
+CHECK_REPS = 3
+CHECK_TOLERANCE = 1.25  # a cached cost off by more than this factor either way: measure again
 # A chat prompt and half of 256 new tokens. Attention over the cache makes big forwards dearer
 # as the context grows: SmolLM2-135M on 2 CPU threads, cost(16) = 1.83 after 170 tokens and 2.07
 # after 400, cost(64) 4.69 and 5.92; decode steps with 11-16 draft nodes measured 1.6-2.0, so a
@@ -281,6 +288,20 @@ def measure_target(
     return profile
 
 
+def still_holds(
+    profile: CostProfile, time_forward: TimeForward, reps: int = CHECK_REPS
+) -> dict[str, Any]:
+    """Whether ``profile``'s cost at :data:`CHECK_SIZE` tokens (or its largest size) still
+    holds now: that size and 1 token timed ``reps`` times, interleaved, after one untimed
+    round. Returns ``{"size", "cached_cost", "fresh_cost", "held"}``."""
+    size = min(CHECK_SIZE, profile.max_size)
+    fresh = measure_cost(time_forward, [size], reps, warmup=1, progress=False)(size)
+    cached = profile(size)
+    held = size == 1 or 1 / CHECK_TOLERANCE <= fresh / cached <= CHECK_TOLERANCE
+    return {"size": size, "cached_cost": round(cached, 4), "fresh_cost": round(fresh, 4),
+            "held": bool(held)}  # fmt: skip
+
+
 def resolve_profile(
     spec: str,
     target: Any,
@@ -304,14 +325,20 @@ def resolve_profile(
     if spec == "auto":
         key = profile_key(target, context)
         path = cache_path(cache_dir, key)
+        stale = None
         if path.exists():
             cached = CostProfile.load(path)
             if cached.max_size >= max_size:
-                cached.meta["source"] = str(path)
-                return cached
+                check = still_holds(cached, target_timer(target, context))
+                cached.meta |= {"source": str(path), "check": check}
+                if check["held"]:
+                    return cached
+                stale = check
         profile = measure_target(target, max_size, reps, context, progress=progress)
         profile.save(path)
         profile.meta["source"] = str(path)
+        if stale is not None:
+            profile.meta["replaced"] = stale  # the spot check the cached curve failed
         return profile
     if spec.endswith(".json") or Path(spec).expanduser().exists():
         path = Path(spec).expanduser()

@@ -103,11 +103,45 @@ def test_auto_measures_once_then_reads_the_cache(tiny_target, tmp_path, monkeypa
     def no_measuring(*args, **kwargs):
         raise AssertionError("the cached profile should have been used")
 
-    monkeypatch.setattr(cost, "measure_cost", no_measuring)
+    monkeypatch.setattr(cost, "measure_target", no_measuring)
+    monkeypatch.setattr(cost, "still_holds", lambda profile, timer: {"held": True})
     again = cost.resolve_profile("auto", tiny_target, tmp_path, 8, reps=1, progress=False)
     assert again.costs == profile.costs
     with pytest.raises(AssertionError, match="cached profile"):  # too short: measured again
         cost.resolve_profile("auto", tiny_target, tmp_path, 20, reps=1, progress=False)
+
+
+def linear_timer(slope: float):
+    """Seconds of an n-token forward on a machine where each extra token costs ``slope``."""
+    return lambda n: 0.01 * (1.0 + slope * (n - 1))
+
+
+def test_the_spot_check_holds_a_curve_within_its_tolerance_and_no_further() -> None:
+    measured = cost.measure_cost(linear_timer(0.1), cost.grid(32), reps=1, progress=False)
+    assert measured(16) == pytest.approx(2.5)
+    check = cost.still_holds(measured, linear_timer(0.1))
+    assert check == {"size": 16, "cached_cost": 2.5, "fresh_cost": 2.5, "held": True}
+    assert cost.still_holds(measured, linear_timer(0.12))["held"]  # 2.8 / 2.5: within 1.25x
+    assert not cost.still_holds(measured, linear_timer(0.2))["held"]  # 4.0 / 2.5
+    assert not cost.still_holds(measured, linear_timer(0.05))["held"]  # 1.75 / 2.5
+    short = cost.measure_cost(linear_timer(0.1), [1, 2, 4], reps=1, progress=False)
+    assert cost.still_holds(short, linear_timer(0.1))["size"] == 4  # its largest size
+
+
+def test_a_cached_curve_that_fails_the_spot_check_is_measured_again(
+    tiny_target, tmp_path, monkeypatch
+) -> None:
+    monkeypatch.setattr(cost, "target_timer", lambda target, prefix_len: linear_timer(0.1))
+    path = cost.cache_path(tmp_path, cost.profile_key(tiny_target))
+    disturbed = cost.measure_cost(linear_timer(0.15), cost.grid(32), reps=1, progress=False)
+    disturbed.save(path)  # 16 tokens at 3.25 forwards where the machine now gives 2.5
+    profile = cost.resolve_profile("auto", tiny_target, tmp_path, 32, reps=1, progress=False)
+    assert profile(16) == pytest.approx(2.5) and profile.meta["source"] == str(path)
+    assert profile.meta["replaced"]["cached_cost"] == pytest.approx(3.25)
+    assert not profile.meta["replaced"]["held"]
+    assert cost.CostProfile.load(path)(16) == pytest.approx(2.5)  # the cache now holds it
+    kept = cost.resolve_profile("auto", tiny_target, tmp_path, 32, reps=1, progress=False)
+    assert kept.meta["check"]["held"] and "replaced" not in kept.meta
 
 
 def test_cache_key_separates_engines(tiny_target, tmp_path) -> None:
