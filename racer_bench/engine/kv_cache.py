@@ -24,6 +24,25 @@ from transformers.cache_utils import DynamicLayer
 MIN_CAPACITY = 512
 
 
+class UsedRows:
+    """A layer attribute that reads as a view of the used rows ``[..., :length, :]`` of the
+    buffer named ``buffer`` (None before the layer is initialised), made when read."""
+
+    def __init__(self, buffer: str) -> None:
+        self.buffer = buffer
+
+    def __get__(self, layer: Any, owner: type | None = None) -> torch.Tensor | None:
+        if layer is None or not getattr(layer, "is_initialized", False):
+            return None
+        return getattr(layer, self.buffer)[..., : layer.length, :]
+
+    def __set__(self, layer: Any, value: torch.Tensor | None) -> None:
+        # transformers' layer constructor clears keys / values; nothing else may set them
+        # (beam search's reorderings and offloading are not supported)
+        if value is not None:
+            raise TypeError("a PreallocatedLayer's keys and values are views of its buffer")
+
+
 class PreallocatedLayer(DynamicLayer):
     """One layer's keys/values in a preallocated buffer FloatTensor[B, H_kv, capacity, D].
 
@@ -32,21 +51,8 @@ class PreallocatedLayer(DynamicLayer):
     four view objects per layer per step were a few percent of an AR step.
     """
 
-    @property
-    def keys(self) -> torch.Tensor | None:
-        return self._keys[..., : self.length, :] if self.is_initialized else None
-
-    @keys.setter
-    def keys(self, value: torch.Tensor | None) -> None:
-        _only_none(value)
-
-    @property
-    def values(self) -> torch.Tensor | None:
-        return self._values[..., : self.length, :] if self.is_initialized else None
-
-    @values.setter
-    def values(self, value: torch.Tensor | None) -> None:
-        _only_none(value)
+    keys = UsedRows("_keys")
+    values = UsedRows("_values")
 
     def lazy_initialization(self, key_states: torch.Tensor, value_states: torch.Tensor) -> None:
         self.device = key_states.device
@@ -92,13 +98,6 @@ class PreallocatedLayer(DynamicLayer):
             new = old.new_empty(_buffer_shape(old, capacity))
             new[..., : self.length, :].copy_(old[..., : self.length, :])
             setattr(self, name, new)
-
-
-def _only_none(value: torch.Tensor | None) -> None:
-    """transformers' layer constructor clears ``keys`` / ``values``; nothing else may set them
-    (beam search's reorderings and offloading are not supported)."""
-    if value is not None:
-        raise TypeError("a PreallocatedLayer's keys and values are views of its buffer")
 
 
 def reserve(layer: Any, end: int) -> tuple[torch.Tensor, torch.Tensor]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 from transformers import LlamaConfig
 
@@ -42,3 +43,16 @@ def test_crop_and_keep_positions_match_dynamic_cache() -> None:
         assert torch.equal(a.keys, b.keys)
         assert torch.equal(a.values, b.values)
     assert fast.layers[0].keys[0, 0, :, 0].tolist() == [0, 1, 2, 3, 4, 6, 50, 51]
+
+
+def test_keys_and_values_are_views_of_the_used_rows_made_when_read() -> None:
+    layer = kv_cache.PreallocatedLayer()
+    assert layer.keys is None and layer.values is None  # not initialised yet
+    rows = states(3)
+    layer.update(rows, rows * 2)
+    kv_cache.reserve(layer, 5)  # the native forward's way: the length moves, no view is made
+    assert layer.keys.shape == (1, 2, 5, 3) and layer.keys.data_ptr() == layer._keys.data_ptr()
+    layer.crop(-3)
+    assert torch.equal(layer.keys, rows[..., :2, :]) and torch.equal(layer.values, layer.keys * 2)
+    with pytest.raises(TypeError, match="views of its buffer"):
+        layer.keys = rows
