@@ -11,7 +11,7 @@ the run's threads (best of a few passes): a float32 ``sum``, and where the kerne
 our own one-row products over a float32 and a bfloat16 weight (the AR step's own reader, with
 its prefetching). A floor from ``sum`` alone sat up to 10% above what the bfloat16 product
 reads on the AVX512-BF16 EPYC, so AR steps measured at 0.98x "the floor". It is measured in
-every run (about a second of its start-up), in the same sitting as the AR steps it is compared
+every run (0.3-0.4 s of start-up on the EPYC), in the same sitting as the AR steps it is compared
 with: the virtual machines we measure on drift 20-40% in speed between hours, and a bandwidth
 cached once per machine put the same kernels at 0.86x and at 1.62x "the floor".
 """
@@ -45,7 +45,7 @@ def measure_bandwidth(buffer_bytes: int = BUFFER_BYTES, passes: int = PASSES) ->
 
 def _gemv_gbps(dtype: torch.dtype, weight_bytes: int, passes: int) -> float:
     """One row times a packed weight of ``weight_bytes``: the AR step's way of reading."""
-    k = 576
+    k = 576  # a projection's width (SmolLM2's hidden size); a row of any width reads the same
     n = max(weight_bytes // (k * torch.finfo(dtype).bits // 8) // 16, 1) * 16
     weight = small_gemm.PackedWeight(torch.ones(n, k, dtype=dtype))
     row = torch.ones(1, k, dtype=dtype)
