@@ -46,10 +46,10 @@ def measure_bandwidth(buffer_bytes: int = BUFFER_BYTES, passes: int = PASSES) ->
 def _gemv_gbps(dtype: torch.dtype, weight_bytes: int, passes: int) -> float:
     """One row times a packed weight of ``weight_bytes``: the AR step's way of reading."""
     k = 576  # a projection's width (SmolLM2's hidden size); a row of any width reads the same
-    n = max(weight_bytes // (k * torch.finfo(dtype).bits // 8) // 16, 1) * 16
+    n = max(weight_bytes // (k * dtype.itemsize) // 16, 1) * 16  # whole 16-row panels
     weight = small_gemm.PackedWeight(torch.ones(n, k, dtype=dtype))
     row = torch.ones(1, k, dtype=dtype)
-    return _best_gbps(lambda: weight(row), n * k * row.element_size(), passes)
+    return _best_gbps(lambda: weight(row), n * k * dtype.itemsize, passes)
 
 
 def _best_gbps(read: Callable[[], object], nbytes: int, passes: int) -> float:

@@ -143,11 +143,13 @@ def keep_positions(cache: Cache, start: int, keep: Sequence[int]) -> None:
     if not contiguous:
         index = torch.tensor(keep, dtype=torch.long) + start
         for layer in cache.layers:
-            if not getattr(layer, "is_initialized", True) or layer.keys is None:
+            # read once: a PreallocatedLayer makes a new view at every read
+            keys, values = layer.keys, layer.values
+            if not getattr(layer, "is_initialized", True) or keys is None:
                 continue
-            index = index.to(layer.keys.device)
-            layer.keys[..., start:new_len, :] = layer.keys.index_select(-2, index)
-            layer.values[..., start:new_len, :] = layer.values.index_select(-2, index)
+            index = index.to(keys.device)
+            keys[..., start:new_len, :] = keys.index_select(-2, index)
+            values[..., start:new_len, :] = values.index_select(-2, index)
     drop_last(cache, total - new_len)
 
 

@@ -30,9 +30,9 @@ from racer_bench.engine.verify import GreedyVerifier
 from racer_bench.errors import ConfigError
 from racer_bench.run import runlock
 from racer_bench.run.config import validate
-from racer_bench.run.prompt import decode_steps, run_prompt, safe_run_prompt
+from racer_bench.run.prompt import decode_steps, safe_run_prompt
 from racer_bench.run.resume import differing_keys
-from racer_bench.run.runner import finalize, native_manifest
+from racer_bench.run.runner import finalize, native_manifest, warm_up
 from racer_bench.run.setup import Mode, Setup, build
 from racer_bench.run.threads import prompt_threads, run_load, thread_governor
 from racer_bench.system import hardware
@@ -127,10 +127,7 @@ def _run_grid(
     with shared.startup.phase("prompts"):
         prompts = shared.task.load()
     todo = [(i, p) for i, p in enumerate(prompts) if p.id not in done]
-    shared.startup.ready()  # the views share this Startup: every point's summary has it
-    with shared.startup.warmup():
-        for index in range(min(shared.cfg.warmup_prompts, len(prompts)) if todo else 0):
-            run_prompt(shared, prompts[index], index)  # warm-up, not recorded
+    warm_up(shared, prompts, bool(todo))  # the views share its Startup: each summary has it
     meter, steps, governor = hardware.LoadMeter().start(), 0, thread_governor(shared.cfg)
     for index, prompt in tqdm(todo, desc="grid", unit="prompt"):
         threads = prompt_threads(governor, shared)

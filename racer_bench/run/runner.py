@@ -145,10 +145,7 @@ def run_prompts(
     todo = prompts_to_run(
         prompts, int(setup.cfg.get("repeats", 1)), run_records.finished_ids(run_dir)
     )
-    setup.startup.ready()
-    with setup.startup.warmup():
-        for index in range(min(setup.cfg.warmup_prompts, len(prompts)) if todo else 0):
-            run_prompt(setup, prompts[index], index)  # warm-up: same code path, not recorded
+    warm_up(setup, prompts, bool(todo))
     tracker = tracking.start(setup.cfg, run_dir, choices)
     failed = True
     try:
@@ -167,6 +164,15 @@ def run_prompts(
         tracker.finish(failed=failed)
     incomplete.unlink(missing_ok=True)
     return summary
+
+
+def warm_up(setup: Setup, prompts: list[Prompt], any_todo: bool) -> None:
+    """Mark the run ready, then run the warm-up prompts (same code path, not recorded; none
+    when nothing is left to do), timed into ``setup.startup``."""
+    setup.startup.ready()
+    with setup.startup.warmup():
+        for index in range(min(setup.cfg.warmup_prompts, len(prompts)) if any_todo else 0):
+            run_prompt(setup, prompts[index], index)
 
 
 def prompts_to_run(
