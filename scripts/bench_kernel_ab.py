@@ -3,13 +3,16 @@
     python scripts/bench_kernel_ab.py --builds HEAD worktree
     python scripts/bench_kernel_ab.py --builds 5a1c2e3 HEAD --dtypes bfloat16 float32 \
         --sizes 1 4 16 32 --reps 15 --out docs/bench/kernel_ab_<change>
+    python scripts/bench_kernel_ab.py --builds 5a1c2e3 HEAD --context 800   # a longer prefix
 
 Each build (a git revision, or ``worktree`` for the files as they are) is compiled into a
 temporary folder and swapped in turn into one fast-engine SmolLM2 per dtype, prefilled with a
-HumanEval prompt: whole tree-shaped forwards are timed with builds, dtypes and sizes
-interleaved in every repetition (medians), then random trees' logits are compared bit for bit
-against the first build. A speed-only kernel change must say ``yes`` in every row. ``--out``
-writes the table (.md) and the medians with the hardware fingerprint and the builds (.json).
+HumanEval prompt (or, with ``--context N``, the first N tokens of HumanEval prompts one after
+another: attention's share of a step grows with the context): whole tree-shaped forwards are
+timed with builds, dtypes and sizes interleaved in every repetition (medians), then random
+trees' logits are compared bit for bit against the first build. A speed-only kernel change must
+say ``yes`` in every row. ``--out`` writes the table (.md) and the medians with the hardware
+fingerprint and the builds (.json).
 The measuring: :mod:`racer_bench.run.kernel_ab`.
 """
 
@@ -24,6 +27,7 @@ import torch
 
 from racer_bench.config.paths import DEFAULT_MODELS_DIR
 from racer_bench.engine import kernel_library
+from racer_bench.engine.target import HFTarget
 from racer_bench.models.loaders import load_smollm2
 from racer_bench.run.bench import bench_record, code_state, humaneval_prompts, setting_line
 from racer_bench.run.kernel_ab import build, logits_agree, measure, resolve, table
@@ -40,6 +44,10 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--sizes", type=int, nargs="+", default=[1, 4, 16, 32])
     parser.add_argument("--reps", type=int, default=15)
     parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument(
+        "--context", type=int, default=None,
+        help="tokens before the step (default: one HumanEval prompt)",
+    )  # fmt: skip
     parser.add_argument("--cache-dir", default=DEFAULT_MODELS_DIR)
     parser.add_argument("--out", default=None, help="write the table (.md) and medians (.json)")
     args = parser.parse_args()
@@ -47,6 +55,20 @@ def parse_args() -> argparse.Namespace:
         parser.error("--builds: name at least two (a base and a build to compare)")
     args.builds = [resolve(label) for label in args.builds]
     return args
+
+
+def context_tokens(target: HFTarget, length: int | None) -> list[int]:
+    """One HumanEval prompt, or the first ``length`` tokens of prompts one after another."""
+    if length is None:
+        return humaneval_prompts(target, 1)[0]
+    tokens: list[int] = []
+    count = 1
+    while len(tokens) < length:
+        count *= 2
+        tokens = [t for prompt in humaneval_prompts(target, count) for t in prompt]
+        if count > 1024:
+            raise SystemExit(f"--context {length}: HumanEval has only {len(tokens)} tokens")
+    return tokens[:length]
 
 
 def main() -> None:
@@ -62,15 +84,16 @@ def main() -> None:
     for dtype in args.dtypes:
         target = load_smollm2(args.cache_dir, dtype=dtype)
         target.set_engine("fast")
-        prompt = humaneval_prompts(target, 1)[0]
+        prompt = context_tokens(target, args.context)
         target.prefill(prompt[:-1])
         targets[dtype] = (target, prompt[-1])
     meter = LoadMeter().start()
     medians = measure(targets, libs, args.sizes, args.reps)
     load = meter.stop()
     agree = {d: logits_agree(t, root, libs, args.sizes) for d, (t, root) in targets.items()}
+    prefix = f"{args.context} tokens of HumanEval" if args.context else "a HumanEval prompt"
     text = "\n".join([
-        f"smollm2_135m, fast engine, tree-shaped forwards after a HumanEval prompt, "
+        f"smollm2_135m, fast engine, tree-shaped forwards after {prefix}, "
         f"{torch.get_num_threads()} threads, {args.reps} interleaved repetitions (medians)",
         setting_line(load) + "\n",
         table(medians, agree, args.builds),
@@ -82,7 +105,8 @@ def main() -> None:
         rows = [{"dtype": d, "build": b, "tokens": n, "median_s": v}
                 for (d, b, n), v in medians.items()]  # fmt: skip
         record = bench_record({}, load, "fast", sizes=args.sizes, reps=args.reps,
-                              builds=args.builds, dtypes=args.dtypes)  # fmt: skip
+                              builds=args.builds, dtypes=args.dtypes,
+                              context=args.context)  # fmt: skip
         record |= {"medians": rows, "logits_identical": {d: {str(n): same for n, same in a.items()}
                                                          for d, a in agree.items()}}  # fmt: skip
         out.with_suffix(".json").write_text(json.dumps(record, indent=2) + "\n")
