@@ -178,6 +178,14 @@ static const scores_fn SCORES[G_MAX + 1] = {0, scores_1, scores_2, scores_3, sco
 static const values_fn VALUES[G_MAX + 1] = {0, values_1, values_2, values_3, values_4};
 static const long VALUE_COLUMNS[G_MAX + 1] = {0, 32, 32, 32, 16}; /* 8 * BL of each */
 
+/* The keys `row` sees, in order, into keys[0..*count). */
+static void visible_keys(const uint8_t *visible, long row, long length, long *keys, long *count) {
+    long n = 0;
+    for (long j = 0; j < length; j++)
+        if (!visible || visible[row * length + j]) keys[n++] = j;
+    *count = n;
+}
+
 /*
  * q: float32 [t, heads, dim] contiguous; out: float32 [t, heads, dim].
  * k, v: [kv_heads, length, dim] with element strides (k_head, k_row) and (v_head, v_row),
@@ -195,14 +203,13 @@ void row_attention(const float *q, const void *k, const void *v, float *out,
     float *scores = malloc(sizeof(float) * t * heads * length); /* [t, heads, length] */
     long *keys = malloc(sizeof(long) * t * length);              /* [t, length]: visible keys */
     long *counts = malloc(sizeof(long) * t);
+    if (t == 1) visible_keys(visible, 0, length, keys, counts); /* an AR step: no barrier */
 #pragma omp parallel
     {
+        if (t > 1) {
 #pragma omp for schedule(static)
-        for (long row = 0; row < t; row++) {
-            long n = 0, *mine = keys + row * length;
-            for (long j = 0; j < length; j++)
-                if (!visible || visible[row * length + j]) mine[n++] = j;
-            counts[row] = n;
+            for (long row = 0; row < t; row++)
+                visible_keys(visible, row, length, keys + row * length, counts + row);
         }
 #pragma omp for schedule(static)
         for (long item = 0; item < tasks * key_blocks; item++) {
