@@ -27,9 +27,8 @@ import torch
 
 from racer_bench.config.paths import DEFAULT_MODELS_DIR
 from racer_bench.engine import kernel_library
-from racer_bench.engine.target import HFTarget
 from racer_bench.models.loaders import load_smollm2
-from racer_bench.run.bench import bench_record, code_state, humaneval_prompts, setting_line
+from racer_bench.run.bench import bench_record, code_state, humaneval_context, setting_line
 from racer_bench.run.kernel_ab import build, logits_agree, measure, resolve, table
 from racer_bench.system.hardware import LoadMeter
 
@@ -57,20 +56,6 @@ def parse_args() -> argparse.Namespace:
     return args
 
 
-def context_tokens(target: HFTarget, length: int | None) -> list[int]:
-    """One HumanEval prompt, or the first ``length`` tokens of prompts one after another."""
-    if length is None:
-        return humaneval_prompts(target, 1)[0]
-    tokens: list[int] = []
-    count = 1
-    while len(tokens) < length:
-        count *= 2
-        tokens = [t for prompt in humaneval_prompts(target, count) for t in prompt]
-        if count > 1024:
-            raise SystemExit(f"--context {length}: HumanEval has only {len(tokens)} tokens")
-    return tokens[:length]
-
-
 def main() -> None:
     args = parse_args()
     code_state()  # before this script writes its tracked outputs
@@ -84,7 +69,7 @@ def main() -> None:
     for dtype in args.dtypes:
         target = load_smollm2(args.cache_dir, dtype=dtype)
         target.set_engine("fast")
-        prompt = context_tokens(target, args.context)
+        prompt = humaneval_context(target, args.context)
         target.prefill(prompt[:-1])
         targets[dtype] = (target, prompt[-1])
     meter = LoadMeter().start()

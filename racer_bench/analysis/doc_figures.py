@@ -268,9 +268,26 @@ def cost_at(records: Records, source: str, size: str) -> float:
     return data["costs"][data["sizes"].index(int(size))]
 
 
+def _phases(records: Records, source: str, context: str, tokens: str) -> dict[str, float]:
+    rows = records.json(source)["phases_us"]
+    [row] = [r for r in rows if r["context"] == int(context) and r["tokens"] == int(tokens)]
+    return {k: v for k, v in row.items() if k not in ("context", "tokens")}
+
+
+def phase_us(records: Records, source: str, context: str, tokens: str, phase: str) -> float:
+    """A layer-phase record's µs per step in ``phase`` (``_`` for spaces) at that cell."""
+    return _phases(records, source, context, tokens)[phase.replace("_", " ")]
+
+
+def phase_share(records: Records, source: str, context: str, tokens: str, phase: str) -> float:
+    """A layer-phase record's share of the step in ``phase`` (``_`` for spaces) at that cell."""
+    phases = _phases(records, source, context, tokens)
+    return phases[phase.replace("_", " ")] / sum(phases.values())
+
+
 DERIVED = (ratio, scaled, of_n, hist_share, time_share, first_tok_s, output_stat, contender, tok_s,
            vs, cost_at)  # fmt: skip
-FORWARD_COST = (median_ms, floor_x, median_ratio, kernel_ms, kernel_ratio)
+FORWARD_COST = (median_ms, floor_x, median_ratio, kernel_ms, kernel_ratio, phase_us, phase_share)
 EXPRESSIONS: dict[str, Callable[..., Any]] = {f.__name__: f for f in DERIVED + FORWARD_COST}
 
 

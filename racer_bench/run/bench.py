@@ -177,6 +177,21 @@ def humaneval_prompts(target: HFTarget, limit: int, style: str = "chat") -> list
     return [task.render(p, 0, [], target.tokenizer) for p in task.load()]
 
 
+def humaneval_context(target: HFTarget, length: int | None) -> list[int]:
+    """One HumanEval prompt (``length`` None), or the first ``length`` tokens of HumanEval
+    prompts one after another: a prefix of a chosen length for forward-cost measurements."""
+    if length is None:
+        return humaneval_prompts(target, 1)[0]
+    tokens: list[int] = []
+    count = 1
+    while len(tokens) < length:
+        if count > 1024:
+            raise SystemExit(f"a context of {length} tokens: HumanEval has only {len(tokens)}")
+        count *= 2
+        tokens = [t for prompt in humaneval_prompts(target, count) for t in prompt]
+    return tokens[:length]
+
+
 def markdown_table(tallies: dict[str, ContenderTally], base: str, reference: str) -> str:
     """Speed, speedup over ``base``, MAT, retrieval hit rate, draft share, identical outputs."""
     n = len(tallies[base].outputs)

@@ -64,6 +64,9 @@ def records(tmp_path) -> doc_figures.Records:
             for b, s in (("abc1234", 0.020), ("def5678", 0.018))]  # fmt: skip
     kernel_ab = {"settings": {"builds": ["abc1234", "def5678"]}, "medians": rows}
     (tmp_path / "docs/bench/k.json").write_text(json.dumps(kernel_ab))
+    cell = {"row attention": 30.0, "q/k/v GEMM": 60.0, "outside the layers": 10.0}
+    phases = {"phases_us": [{"context": 600, "tokens": 16, **cell}]}
+    (tmp_path / "docs/bench/p.json").write_text(json.dumps(phases))
     return doc_figures.Records(tmp_path)
 
 
@@ -112,7 +115,9 @@ def test_render(value, spec: str, text: str) -> None:
      ("bench/b", "tok_s(ar)", ".1f", "25.0"), ("bench/b", "vs(racer@capacity=5,ar)", ".2f", "2.00"),
      ("bench/b", "contender(racer@capacity=5,mat)", ".2f", "2.50"),
      ("bench/k", "kernel_ms(bfloat16,def5678,16)", ".1f", "18.0"),
-     ("bench/k", "kernel_ratio(bfloat16,def5678,16)", ".2f", "0.90")],
+     ("bench/k", "kernel_ratio(bfloat16,def5678,16)", ".2f", "0.90"),
+     ("bench/p", "phase_us(600,16,row_attention)", ".0f", "30"),
+     ("bench/p", "phase_share(600,16,q/k/v_GEMM)", ".0%", "60%")],
 )  # fmt: skip
 def test_a_figure_resolves_from_its_record(records, source, expr, spec, text) -> None:
     doc = f"x {fig(source, expr, spec)} y"

@@ -19,6 +19,26 @@
 
 #include "simd.h"
 
+/* Built with -DLAYER_PHASES (scripts/profile_layer_phases.py), each layer call adds the time
+ * stamp counter's ticks of its phases to layer_phase_ticks[phase]; otherwise PHASE is nothing. */
+#ifdef LAYER_PHASES
+#include <x86intrin.h>
+enum { PHASES = 10 }; /* the names: PHASES in racer_bench/run/layer_phases.py */
+static unsigned long long layer_phase_ticks[PHASES];
+unsigned long long *layer_phases(void) { return layer_phase_ticks; }
+unsigned long long layer_phase_clock(void) { return __rdtsc(); }
+#define PHASE_START unsigned long long phase_mark = __rdtsc()
+#define PHASE(i)                                                                             \
+    do {                                                                                     \
+        unsigned long long now = __rdtsc();                                                  \
+        layer_phase_ticks[i] += now - phase_mark;                                            \
+        phase_mark = now;                                                                    \
+    } while (0)
+#else
+#define PHASE_START
+#define PHASE(i)
+#endif
+
 /* The GEMMs and attention of this library (small_gemm.c, row_attention.c). */
 void small_gemm_typed(const float *x, const void *packed, float *y, long m, long n, long k,
                       int wtype);
@@ -171,8 +191,11 @@ void decoder_layer(const layer_params *p, void *h, long t, long past, const floa
     float *act = proj + t * p->hidden;            /* [t, inter] */
     uint16_t *narrow = (uint16_t *)(act + t * p->inter); /* [t, widest] bfloat16 */
 
+    PHASE_START;
     rms_norm(h, p->norm1, normed, t, p->hidden, p->eps, dt);
+    PHASE(0);
     gemm(&p->qkv, normed, narrow, wide, t, dt);
+    PHASE(1);
 #pragma omp parallel for if (t > 1) schedule(static)
     for (long r = 0; r < t; r++) {
         float *row = wide + r * qkv_width;
@@ -198,24 +221,32 @@ void decoder_layer(const layer_params *p, void *h, long t, long past, const floa
             }
         }
     }
+    PHASE(2);
     row_attention(q, p->k_cache, p->v_cache, attn, visible, t, p->heads, p->kv_heads, past + t,
                   hd, p->cache_head, p->cache_row, p->cache_head, p->cache_row, p->scale, dt);
+    PHASE(3);
     long i = 0;
     for (; i + 8 <= t * q_width; i += 8)
         _mm256_storeu_ps(attn + i, round8(_mm256_loadu_ps(attn + i), dt));
     for (; i < t * q_width; i++) attn[i] = round1(attn[i], dt);
     gemm(&p->o, attn, narrow, proj, t, dt);
+    PHASE(4);
     residual(h, proj, t * p->hidden, dt);
 
     rms_norm(h, p->norm2, normed, t, p->hidden, p->eps, dt);
+    PHASE(5);
     gemm(&p->gate_up, normed, narrow, wide, t, dt);
+    PHASE(6);
 #pragma omp parallel for if (t > 1) schedule(static)
     for (long r = 0; r < t; r++) {
         const float *gate = wide + r * 2 * p->inter;
         gated(gate, gate + p->inter, act + r * p->inter, p->inter, dt);
     }
+    PHASE(7);
     gemm(&p->down, act, narrow, proj, t, dt);
+    PHASE(8);
     residual(h, proj, t * p->hidden, dt);
+    PHASE(9);
 }
 
 /* The model's final norm: out[t, n] (dtype) = RMSNorm(h) with `weight`. */
