@@ -26,9 +26,8 @@ from pathlib import Path
 import torch
 
 from racer_bench.config.paths import DEFAULT_MODELS_DIR
-from racer_bench.engine import kernel_library
 from racer_bench.models.loaders import load_smollm2
-from racer_bench.run.bench import bench_record, code_state, humaneval_context, setting_line
+from racer_bench.run.bench import bench_record, humaneval_context, setting_line, start_kernel_bench
 from racer_bench.run.kernel_ab import build, logits_agree, measure, resolve, table
 from racer_bench.system.hardware import LoadMeter
 
@@ -58,11 +57,7 @@ def parse_args() -> argparse.Namespace:
 
 def main() -> None:
     args = parse_args()
-    code_state()  # before this script writes its tracked outputs
-    if kernel_library.unavailable_reason() is not None:
-        raise SystemExit(f"no kernels here: {kernel_library.unavailable_reason()}")
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    start_kernel_bench(args.threads)
     with tempfile.TemporaryDirectory() as tmp:
         libs = {label: build(label, Path(tmp)) for label in args.builds}
     targets = {}

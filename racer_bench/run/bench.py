@@ -20,6 +20,7 @@ from racer_bench.analysis import metrics
 from racer_bench.analysis import records as run_records
 from racer_bench.config.construct import constructor_node
 from racer_bench.config.paths import CONF_DIR, REPO_ROOT
+from racer_bench.engine import kernel_library
 from racer_bench.engine.decode import LoopOptions, generate
 from racer_bench.engine.drafter import Drafter
 from racer_bench.engine.scheduler import Scheduler
@@ -226,6 +227,16 @@ def code_state() -> dict[str, Any]:
     read after the first write would call every such record dirty: they call this before.
     """
     return run_records.git_state(REPO_ROOT)
+
+
+def start_kernel_bench(threads: int | None) -> None:
+    """What a script timing our C kernels does first: read the code state before it writes its
+    tracked outputs, stop with one line where the kernels cannot be built, set the threads."""
+    code_state()
+    if kernel_library.unavailable_reason() is not None:
+        raise SystemExit(f"no kernels here: {kernel_library.unavailable_reason()}")
+    if threads:
+        torch.set_num_threads(threads)
 
 
 def bench_record(
