@@ -172,8 +172,9 @@ def identical_count(tally: ContenderTally, reference: ContenderTally) -> int:
     return sum(a == b for a, b in zip(tally.outputs, reference.outputs, strict=True))
 
 
-def humaneval_prompts(target: HFTarget, limit: int, style: str = "chat") -> list[list[int]]:
-    """The first ``limit`` HumanEval prompts for ``target``, ``chat`` or ``completion`` style."""
+def humaneval_prompts(target: HFTarget, limit: int | None, style: str = "chat") -> list[list[int]]:
+    """The first ``limit`` HumanEval prompts (None: all) for ``target``, ``chat`` or
+    ``completion`` style."""
     task = HumanEvalTask(limit=limit, prompt_style=style)
     return [task.render(p, 0, [], target.tokenizer) for p in task.load()]
 
@@ -183,13 +184,9 @@ def humaneval_context(target: HFTarget, length: int | None) -> list[int]:
     prompts one after another: a prefix of a chosen length for forward-cost measurements."""
     if length is None:
         return humaneval_prompts(target, 1)[0]
-    tokens: list[int] = []
-    count = 1
-    while len(tokens) < length:
-        if count > 1024:
-            raise SystemExit(f"a context of {length} tokens: HumanEval has only {len(tokens)}")
-        count *= 2
-        tokens = [t for prompt in humaneval_prompts(target, count) for t in prompt]
+    tokens = [t for prompt in humaneval_prompts(target, None) for t in prompt]
+    if len(tokens) < length:
+        raise SystemExit(f"a context of {length} tokens: HumanEval has only {len(tokens)}")
     return tokens[:length]
 
 

@@ -93,15 +93,12 @@ def profile(
 def table(results: dict[tuple[int, int], Shares]) -> str:
     """Markdown: rows are phases, columns (context, tokens): microseconds per step and share."""
     keys = sorted(results)
+    totals = {key: sum(results[key].values()) for key in keys}
     header = ["phase", *[f"{c} ctx, {n} tok: µs (share)" for c, n in keys]]
     lines = ["| " + " | ".join(header) + " |", "|---|" + "---:|" * len(keys)]
     for phase in (*PHASES, OUTSIDE):
-        cells = []
-        for key in keys:
-            total = sum(results[key].values())
-            value = results[key][phase]
-            cells.append(f"{value:.0f} ({value / total:.0%})")
+        cells = [f"{results[key][phase]:.0f} ({results[key][phase] / totals[key]:.0%})"
+                 for key in keys]  # fmt: skip
         lines.append(f"| {phase} | " + " | ".join(cells) + " |")
-    totals = [f"{sum(results[key].values()) / 1e3:.2f} ms" for key in keys]
-    lines.append("| **step** | " + " | ".join(totals) + " |")
+    lines.append("| **step** | " + " | ".join(f"{totals[k] / 1e3:.2f} ms" for k in keys) + " |")
     return "\n".join(lines)

@@ -30,7 +30,7 @@ def fast_tiny():
     return target
 
 
-def test_every_phase_gets_time_and_the_phases_add_up_to_the_step(phase_lib) -> None:
+def test_every_phase_and_the_part_outside_the_layers_get_time(phase_lib) -> None:
     target = fast_tiny()
     target.prefill(PREFIX[:-1])
     shares = layer_phases.profile_step(phase_lib, target, PREFIX[-1], tokens=4, reps=5)
