@@ -108,6 +108,9 @@ def open_library(path: Path) -> tuple[ctypes.CDLL | None, str | None]:
     lib.decoder_layer_scratch.argtypes = [ptr, long]
     lib.decoder_layer_scratch.restype = long
     lib.final_norm.argtypes = [ptr, ptr, ptr, long, long, ctypes.c_float, i32, ptr]
+    if hasattr(lib, "decoder_stack"):  # builds before it call decoder_layer once per layer
+        lib.decoder_stack.argtypes = [ptr, long, ptr, long, long, ptr, ptr, ptr, ptr,
+                                      ctypes.c_float, ptr, ptr]  # fmt: skip
     return lib, None
 
 

@@ -1,8 +1,9 @@
-"""The fast engine's decode forward for Llama models: one C call per layer (``decoder_layer.c``).
+"""The fast engine's decode forward for Llama models: one C call for all layers (decoder_layer.c).
 
 A decode or verification step of up to :data:`MAX_ROWS` tokens runs the embedding lookup in
-torch, then ``decoder_layer`` once per layer (norms, fused projections, rotary embedding, KV
-write into the preallocated cache, row attention, SiLU MLP, residuals), then the final norm.
+torch, then ``decoder_stack``: ``decoder_layer`` for each layer (norms, fused projections,
+rotary embedding, KV write into the preallocated cache, row attention, SiLU MLP, residuals),
+then the final norm.
 Prefills and anything :func:`unsupported` names keep transformers' own forward. Both write the
 same cache (:class:`~racer_bench.engine.kv_cache.PreallocatedLayer` buffers), so they mix
 freely within a sequence.
@@ -87,7 +88,10 @@ class NativeLlama:
         self.dtype = model.dtype
         self.code = TYPE_CODES[model.dtype]
         self.hidden = int(config.hidden_size)
-        self.params = [self._layer(layer, config) for layer in body.layers]
+        layers = [self._layer(layer, config) for layer in body.layers]
+        self.stack = (LayerParams * len(layers))(*layers)  # decoder_stack's array
+        self.params = list(self.stack)  # views into it
+        self._bound: list[torch.Tensor | None] = [None] * len(layers)  # key buffer each points to
         first = ctypes.byref(self.params[0])
         size = kernel_library.library().decoder_layer_scratch(first, MAX_ROWS)
         self.scratch = torch.empty(size, dtype=torch.float32)
@@ -139,15 +143,29 @@ class NativeLlama:
         h = self.embed(ids).contiguous()
         cos, sin = self.cached_rotary(positions)
         mask = visible.data_ptr() if visible is not None else None
-        lib = kernel_library.library()  # looked up per step: a kernel A/B swaps it
-        for params, layer in zip(self.params, cache.layers, strict=True):
-            keys, values = kv_cache.reserve(layer, past + t)
-            params.k_cache, params.v_cache = keys.data_ptr(), values.data_ptr()
-            params.cache_head, params.cache_row = keys.stride(1), keys.stride(2)
-            lib.decoder_layer(ctypes.byref(params), h.data_ptr(), t, past, cos.data_ptr(),
-                              sin.data_ptr(), mask, self.scratch.data_ptr())  # fmt: skip
+        self.bind_cache(cache, past + t)
         out = torch.empty_like(h)
+        lib = kernel_library.library()  # looked up per step: a kernel A/B swaps it
+        args = (h.data_ptr(), t, past, cos.data_ptr(), sin.data_ptr(), mask)
+        scratch, eps = self.scratch.data_ptr(), self.norm.variance_epsilon
+        if hasattr(lib, "decoder_stack"):
+            lib.decoder_stack(self.stack, len(self.params), *args, self.norm.weight.data_ptr(),
+                              eps, out.data_ptr(), scratch)  # fmt: skip
+            return out
+        for params in self.params:  # a build from before decoder_stack (kernel A/B)
+            lib.decoder_layer(ctypes.byref(params), *args, scratch)
         lib.final_norm(h.data_ptr(), self.norm.weight.data_ptr(), out.data_ptr(), t,
-                       self.hidden, self.norm.variance_epsilon, self.code,
-                       self.scratch.data_ptr())  # fmt: skip
+                       self.hidden, eps, self.code, scratch)  # fmt: skip
         return out
+
+    def bind_cache(self, cache: Any, end: int) -> None:
+        """Grow every layer of ``cache`` to ``end`` positions and point the layer parameters
+        at its key / value buffers (again only where a buffer was replaced: grown, or a new
+        sequence's cache)."""
+        for i, layer in enumerate(cache.layers):
+            keys, values = kv_cache.reserve(layer, end)
+            if keys is not self._bound[i]:
+                params = self.params[i]
+                params.k_cache, params.v_cache = keys.data_ptr(), values.data_ptr()
+                params.cache_head, params.cache_row = keys.stride(1), keys.stride(2)
+                self._bound[i] = keys
