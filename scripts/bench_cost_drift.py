@@ -23,7 +23,7 @@ from racer_bench.config.paths import DEFAULT_MODELS_DIR
 from racer_bench.engine import cost
 from racer_bench.models.loaders import load_smollm2
 from racer_bench.run.bench import bench_record, setting_line, start_kernel_bench
-from racer_bench.run.cost_drift import sittings, table
+from racer_bench.run.cost_drift import one_token_ms, sittings, summary, table
 from racer_bench.system.hardware import LoadMeter
 
 
@@ -80,6 +80,8 @@ def main() -> None:
         out.with_suffix(".md").write_text(text + f"\n\n![cost(16) by sitting]({out.name}.png)\n")
         record = bench_record({}, load, "fast", dtype=args.dtype, sizes=sizes, reps=args.reps,
                               context=cost.DEFAULT_CONTEXT)  # fmt: skip
+        record["summary"] = summary(rows, sizes)
+        record["one_token_ms"] = one_token_ms(rows)
         record["sittings"] = rows
         out.with_suffix(".json").write_text(json.dumps(record, indent=2) + "\n")
         plot(rows, out.with_suffix(".png"))

@@ -54,6 +54,12 @@ def summary(rows: Sequence[dict[str, Any]], sizes: Sequence[int]) -> dict[int, d
     return out
 
 
+def one_token_ms(rows: Sequence[dict[str, Any]]) -> dict[str, float]:
+    """The 1-token forward's ms over the sittings: min, median, max."""
+    one = [row["ms"][1] for row in rows]
+    return {"min": min(one), "median": statistics.median(one), "max": max(one)}
+
+
 def correlation(a: np.ndarray, b: np.ndarray) -> float:
     """Pearson's r of two series (nan when either is constant)."""
     if len(a) < 2 or np.std(a) == 0 or np.std(b) == 0:
@@ -63,11 +69,10 @@ def correlation(a: np.ndarray, b: np.ndarray) -> float:
 
 def table(rows: Sequence[dict[str, Any]], sizes: Sequence[int]) -> str:
     """Markdown: per size, median ms and cost spread over sittings, and the correlations."""
-    stats = summary(rows, sizes)
-    one = [row["ms"][1] for row in rows]
+    stats, one = summary(rows, sizes), one_token_ms(rows)
     lines = [
-        f"1-token forward over {len(rows)} sittings: {min(one):.2f} to {max(one):.2f} ms "
-        f"(median {statistics.median(one):.2f})\n",
+        f"1-token forward over {len(rows)} sittings: {one['min']:.2f} to {one['max']:.2f} ms "
+        f"(median {one['median']:.2f})\n",
         "| tokens in forward | median ms | cost min | cost median | cost max "
         "| r(cost, 1-token ms) | r(ms, 1-token ms) |",
         "|---:|---:|---:|---:|---:|---:|---:|",
