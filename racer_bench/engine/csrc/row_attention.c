@@ -186,6 +186,19 @@ static void visible_keys(const uint8_t *visible, long row, long length, long *ke
     *count = n;
 }
 
+/* A task of row_attention: (row, KV head, chunk of up to G_MAX of its query heads). */
+typedef struct {
+    long row, kvh, head, gc; /* head: the chunk's first query head; gc: its query heads */
+} task_of;
+
+static inline task_of decode_task(long task, long kv_heads, long chunks, long groups) {
+    long first = task % chunks * G_MAX;
+    task_of at = {task / (kv_heads * chunks), task / chunks % kv_heads, 0,
+                  groups - first < G_MAX ? groups - first : G_MAX};
+    at.head = at.kvh * groups + first;
+    return at;
+}
+
 /*
  * q: float32 [t, heads, dim] contiguous; out: float32 [t, heads, dim].
  * k, v: [kv_heads, length, dim] with element strides (k_head, k_row) and (v_head, v_row),
@@ -213,24 +226,21 @@ void row_attention(const float *q, const void *k, const void *v, float *out,
         }
 #pragma omp for schedule(static)
         for (long item = 0; item < tasks * key_blocks; item++) {
-            long task = item / key_blocks, row = task / (kv_heads * chunks);
-            long kvh = task / chunks % kv_heads, first = task % chunks * G_MAX;
-            long gc = groups - first < G_MAX ? groups - first : G_MAX, head = kvh * groups + first;
-            long lo = item % key_blocks * KEY_BLOCK, n = counts[row];
+            task_of at = decode_task(item / key_blocks, kv_heads, chunks, groups);
+            long row = at.row, head = at.head, lo = item % key_blocks * KEY_BLOCK, n = counts[row];
             long hi = lo + KEY_BLOCK < n ? lo + KEY_BLOCK : n;
             if (lo < hi)
-                SCORES[gc](q + (row * heads + head) * dim, k, keys + row * length + lo, hi - lo,
-                           length, dim, kvh * k_head, k_row, scale, type,
-                           scores + (row * heads + head) * length + lo);
+                SCORES[at.gc](q + (row * heads + head) * dim, k, keys + row * length + lo, hi - lo,
+                              length, dim, at.kvh * k_head, k_row, scale, type,
+                              scores + (row * heads + head) * length + lo);
         }
 #pragma omp for schedule(static)
         for (long pair = 0; pair < t * heads; pair++)
             softmax_weights(scores + pair * length, counts[pair / heads]);
 #pragma omp for schedule(static)
         for (long item = 0; item < tasks * col_blocks; item++) {
-            long task = item / col_blocks, row = task / (kv_heads * chunks);
-            long kvh = task / chunks % kv_heads, first = task % chunks * G_MAX;
-            long gc = groups - first < G_MAX ? groups - first : G_MAX, head = kvh * groups + first;
+            task_of at = decode_task(item / col_blocks, kv_heads, chunks, groups);
+            long row = at.row, head = at.head, kvh = at.kvh, gc = at.gc;
             long width = VALUE_COLUMNS[gc], d0 = item % col_blocks * width;
             const float *w = scores + (row * heads + head) * length;
             const long *mine = keys + row * length;
