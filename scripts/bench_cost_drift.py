@@ -14,17 +14,14 @@ and a scatter of cost(16) against the 1-token time (.png). The measuring:
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 import torch
 
 from racer_bench.config.paths import DEFAULT_MODELS_DIR
 from racer_bench.engine import cost
-from racer_bench.models.loaders import load_smollm2
-from racer_bench.run.bench import bench_record, setting_line, start_kernel_bench
+from racer_bench.run import bench
 from racer_bench.run.cost_drift import one_token_ms, sittings, summary, table
-from racer_bench.system.hardware import LoadMeter
 
 
 def parse_args() -> argparse.Namespace:
@@ -58,33 +55,28 @@ def plot(rows: list[dict], path: Path, size: int = 16) -> None:
 
 def main() -> None:
     args = parse_args()
-    start_kernel_bench(args.threads)
-    target = load_smollm2(args.cache_dir, dtype=args.dtype)
-    target.set_engine("fast")
+    bench.start_kernel_bench(args.threads)
+    target = bench.fast_smollm2(args.cache_dir, args.dtype)
     sizes = cost.grid(args.max_size)
     timer = cost.target_timer(target, cost.DEFAULT_CONTEXT)
-    meter = LoadMeter().start()
-    rows = sittings(timer, sizes, args.sittings, args.reps)
-    load = meter.stop()
-    text = "\n".join([
+    rows, load = bench.timed_alone(lambda: sittings(timer, sizes, args.sittings, args.reps))
+    text = bench.report_text(
         f"smollm2_135m, fast engine, {args.dtype}, the cost curve of scheduler.profile=auto "
         f"({cost.DEFAULT_CONTEXT}-token context, tree-shaped forwards, medians of {args.reps} "
         f"interleaved repetitions) measured {args.sittings} times back to back, "
         f"{torch.get_num_threads()} threads",
-        setting_line(load) + "\n",
+        load,
         table(rows, sizes),
-    ])  # fmt: skip
+    )
     print(text)
     if args.out:
-        out = Path(args.out)
-        out.with_suffix(".md").write_text(text + f"\n\n![cost(16) by sitting]({out.name}.png)\n")
-        record = bench_record({}, load, "fast", dtype=args.dtype, sizes=sizes, reps=args.reps,
-                              context=cost.DEFAULT_CONTEXT)  # fmt: skip
-        record["summary"] = summary(rows, sizes)
-        record["one_token_ms"] = one_token_ms(rows)
-        record["sittings"] = rows
-        out.with_suffix(".json").write_text(json.dumps(record, indent=2) + "\n")
-        plot(rows, out.with_suffix(".png"))
+        name = Path(args.out).name
+        record = bench.bench_record({}, load, "fast", dtype=args.dtype, sizes=sizes, reps=args.reps,
+                                    context=cost.DEFAULT_CONTEXT)  # fmt: skip
+        record |= {"summary": summary(rows, sizes), "one_token_ms": one_token_ms(rows),
+                   "sittings": rows}  # fmt: skip
+        bench.write_report(args.out, text + f"\n\n![cost(16) by sitting]({name}.png)", record)
+        plot(rows, Path(args.out).with_suffix(".png"))
 
 
 if __name__ == "__main__":

@@ -19,7 +19,6 @@ The measuring: :mod:`racer_bench.run.kernel_ab`.
 from __future__ import annotations
 
 import argparse
-import json
 import tempfile
 from pathlib import Path
 
@@ -27,9 +26,8 @@ import torch
 
 from racer_bench.config.paths import DEFAULT_MODELS_DIR
 from racer_bench.models.loaders import load_smollm2
-from racer_bench.run.bench import bench_record, humaneval_context, setting_line, start_kernel_bench
+from racer_bench.run import bench
 from racer_bench.run.kernel_ab import build, logits_agree, measure, resolve, table
-from racer_bench.system.hardware import LoadMeter
 
 
 def parse_args() -> argparse.Namespace:
@@ -57,39 +55,35 @@ def parse_args() -> argparse.Namespace:
 
 def main() -> None:
     args = parse_args()
-    start_kernel_bench(args.threads)
+    bench.start_kernel_bench(args.threads)
     with tempfile.TemporaryDirectory() as tmp:
         libs = {label: build(label, Path(tmp)) for label in args.builds}
     targets = {}
     for dtype in args.dtypes:
         target = load_smollm2(args.cache_dir, dtype=dtype)
         target.set_engine("fast")
-        prompt = humaneval_context(target, args.context)
+        prompt = bench.humaneval_context(target, args.context)
         target.prefill(prompt[:-1])
         targets[dtype] = (target, prompt[-1])
-    meter = LoadMeter().start()
-    medians = measure(targets, libs, args.sizes, args.reps)
-    load = meter.stop()
+    medians, load = bench.timed_alone(lambda: measure(targets, libs, args.sizes, args.reps))
     agree = {d: logits_agree(t, root, libs, args.sizes) for d, (t, root) in targets.items()}
     prefix = f"{args.context} tokens of HumanEval" if args.context else "a HumanEval prompt"
-    text = "\n".join([
+    text = bench.report_text(
         f"smollm2_135m, fast engine, tree-shaped forwards after {prefix}, "
         f"{torch.get_num_threads()} threads, {args.reps} interleaved repetitions (medians)",
-        setting_line(load) + "\n",
+        load,
         table(medians, agree, args.builds),
-    ])  # fmt: skip
+    )
     print(text)
     if args.out:
-        out = Path(args.out)
-        out.with_suffix(".md").write_text(text + "\n")
         rows = [{"dtype": d, "build": b, "tokens": n, "median_s": v}
                 for (d, b, n), v in medians.items()]  # fmt: skip
-        record = bench_record({}, load, "fast", sizes=args.sizes, reps=args.reps,
-                              builds=args.builds, dtypes=args.dtypes,
-                              context=args.context)  # fmt: skip
+        record = bench.bench_record({}, load, "fast", sizes=args.sizes, reps=args.reps,
+                                    builds=args.builds, dtypes=args.dtypes,
+                                    context=args.context)  # fmt: skip
         record |= {"medians": rows, "logits_identical": {d: {str(n): same for n, same in a.items()}
                                                          for d, a in agree.items()}}  # fmt: skip
-        out.with_suffix(".json").write_text(json.dumps(record, indent=2) + "\n")
+        bench.write_report(args.out, text, record)
 
 
 if __name__ == "__main__":

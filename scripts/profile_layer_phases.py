@@ -16,16 +16,12 @@ with the hardware fingerprint (.json). The measuring: :mod:`racer_bench.run.laye
 from __future__ import annotations
 
 import argparse
-import json
-from pathlib import Path
 
 import torch
 
 from racer_bench.config.paths import DEFAULT_MODELS_DIR
-from racer_bench.models.loaders import load_smollm2
-from racer_bench.run.bench import bench_record, humaneval_context, setting_line, start_kernel_bench
+from racer_bench.run import bench
 from racer_bench.run.layer_phases import profile, table
-from racer_bench.system.hardware import LoadMeter
 
 
 def parse_args() -> argparse.Namespace:
@@ -42,31 +38,24 @@ def parse_args() -> argparse.Namespace:
 
 def main() -> None:
     args = parse_args()
-    start_kernel_bench(args.threads)
-    target = load_smollm2(args.cache_dir, dtype=args.dtype)
-    target.set_engine("fast")
-    if target.native is None:
-        raise SystemExit("the native layer forward is off here (see the engine's record)")
-    prefixes = {n: humaneval_context(target, n) for n in args.contexts}
-    meter = LoadMeter().start()
-    results = profile(target, prefixes, args.sizes, args.reps)
-    load = meter.stop()
-    text = "\n".join([
+    bench.start_kernel_bench(args.threads)
+    target = bench.fast_smollm2(args.cache_dir, args.dtype)
+    prefixes = {n: bench.humaneval_context(target, n) for n in args.contexts}
+    results, load = bench.timed_alone(lambda: profile(target, prefixes, args.sizes, args.reps))
+    text = bench.report_text(
         f"smollm2_135m, fast engine, {args.dtype}, tree-shaped forwards after HumanEval "
         f"prefixes, {torch.get_num_threads()} threads, mean of {args.reps} per cell; "
         f"µs per step summed over the layers",
-        setting_line(load) + "\n",
+        load,
         table(results),
-    ])  # fmt: skip
+    )
     print(text)
     if args.out:
-        out = Path(args.out)
-        out.with_suffix(".md").write_text(text + "\n")
-        record = bench_record({}, load, "fast", dtype=args.dtype, contexts=args.contexts,
-                              sizes=args.sizes, reps=args.reps)  # fmt: skip
+        record = bench.bench_record({}, load, "fast", dtype=args.dtype, contexts=args.contexts,
+                                    sizes=args.sizes, reps=args.reps)  # fmt: skip
         record["phases_us"] = [{"context": c, "tokens": n, **shares}
                                for (c, n), shares in sorted(results.items())]  # fmt: skip
-        out.with_suffix(".json").write_text(json.dumps(record, indent=2) + "\n")
+        bench.write_report(args.out, text, record)
 
 
 if __name__ == "__main__":

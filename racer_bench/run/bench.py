@@ -8,8 +8,10 @@ the order of contenders rotates with the prompt index.
 from __future__ import annotations
 
 import functools
+import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -234,6 +236,38 @@ def start_kernel_bench(threads: int | None) -> None:
         raise SystemExit(f"no kernels here: {kernel_library.unavailable_reason()}")
     if threads:
         torch.set_num_threads(threads)
+
+
+def timed_alone(measure: Callable[[], Any]) -> tuple[Any, dict[str, Any]]:
+    """``measure()``'s result and the machine's load while it ran (a hardware.LoadMeter)."""
+    meter = hardware.LoadMeter().start()
+    result = measure()
+    return result, meter.stop()
+
+
+def report_text(header: str, load: dict[str, Any] | None, body: str) -> str:
+    """What a bench script prints and writes as Markdown: its header line, the setting line
+    (machine, threads, load warning), a blank line, the table."""
+    return "\n".join([header, setting_line(load) + "\n", body])
+
+
+def write_report(out: str, text: str, record: dict[str, Any]) -> None:
+    """``<out>.md`` (the text) and ``<out>.json`` (the record)."""
+    path = Path(out)
+    path.with_suffix(".md").write_text(text + "\n")
+    path.with_suffix(".json").write_text(json.dumps(record, indent=2) + "\n")
+
+
+def fast_smollm2(cache_dir: str, dtype: str) -> HFTarget:
+    """SmolLM2 at ``dtype`` on the fast engine, for a script timing our kernels; stops with one
+    line where its native layer forward is off."""
+    from racer_bench.models.loaders import load_smollm2
+
+    target = load_smollm2(cache_dir, dtype=dtype)
+    target.set_engine("fast")
+    if target.native is None:
+        raise SystemExit("the native layer forward is off here (see the engine's record)")
+    return target
 
 
 def bench_record(
