@@ -14,7 +14,7 @@ Two engines run the same transformers model code (:meth:`HFTarget.set_engine`):
   masks built here, one per layer type. Both kernels compute each token's row alone, in a fixed
   order, so a tree node's logits equal bit for bit those of the AR step over the same prefix, at
   every dtype (the row-invariance tests in ``tests/integration/test_row_invariance.py``). For
-  Llama models, decode steps skip transformers' modules: one C call per layer
+  Llama models, decode steps skip transformers' modules: one C call for all layers
   (:mod:`racer_bench.engine.native_llama`; prefills keep transformers' forward).
   ``eager`` is not row-invariant: library GEMMs and SDPA tile by the shapes they are given.
 
