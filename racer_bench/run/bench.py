@@ -29,6 +29,7 @@ from racer_bench.engine.scheduler import Scheduler
 from racer_bench.engine.stopping import StopRule
 from racer_bench.engine.target import HFTarget
 from racer_bench.engine.verify import GreedyVerifier
+from racer_bench.models.loaders import load_smollm2
 from racer_bench.run.config import scheduler_settings
 from racer_bench.run.reference import hf_generate
 from racer_bench.run.setup import cost_profile
@@ -261,8 +262,6 @@ def write_report(out: str, text: str, record: dict[str, Any]) -> None:
 def fast_smollm2(cache_dir: str, dtype: str) -> HFTarget:
     """SmolLM2 at ``dtype`` on the fast engine, for a script timing our kernels; stops with one
     line where its native layer forward is off."""
-    from racer_bench.models.loaders import load_smollm2
-
     target = load_smollm2(cache_dir, dtype=dtype)
     target.set_engine("fast")
     if target.native is None:
