@@ -89,10 +89,9 @@ class NativeLlama:
         self.code = TYPE_CODES[model.dtype]
         self.hidden = int(config.hidden_size)
         layers = [self._layer(layer, config) for layer in body.layers]
-        self.stack = (LayerParams * len(layers))(*layers)  # decoder_stack's array
-        self.params = list(self.stack)  # views into it
+        self.layers = (LayerParams * len(layers))(*layers)  # decoder_stack's array
         self._bound: list[torch.Tensor | None] = [None] * len(layers)  # key buffer each points to
-        first = ctypes.byref(self.params[0])
+        first = ctypes.byref(self.layers[0])
         size = kernel_library.library().decoder_layer_scratch(first, MAX_ROWS)
         self.scratch = torch.empty(size, dtype=torch.float32)
         self._cos = self._sin = torch.empty(0)  # [positions so far, head_dim]: cached_rotary
@@ -149,10 +148,10 @@ class NativeLlama:
         args = (h.data_ptr(), t, past, cos.data_ptr(), sin.data_ptr(), mask)
         scratch, eps = self.scratch.data_ptr(), self.norm.variance_epsilon
         if hasattr(lib, "decoder_stack"):
-            lib.decoder_stack(self.stack, len(self.params), *args, self.norm.weight.data_ptr(),
+            lib.decoder_stack(self.layers, len(self.layers), *args, self.norm.weight.data_ptr(),
                               eps, out.data_ptr(), scratch)  # fmt: skip
             return out
-        for params in self.params:  # a build from before decoder_stack (kernel A/B)
+        for params in self.layers:  # a build from before decoder_stack (kernel A/B)
             lib.decoder_layer(ctypes.byref(params), *args, scratch)
         lib.final_norm(h.data_ptr(), self.norm.weight.data_ptr(), out.data_ptr(), t,
                        self.hidden, eps, self.code, scratch)  # fmt: skip
@@ -165,7 +164,7 @@ class NativeLlama:
         for i, layer in enumerate(cache.layers):
             keys, values = kv_cache.reserve(layer, end)
             if keys is not self._bound[i]:
-                params = self.params[i]
+                params = self.layers[i]  # a view into the array
                 params.k_cache, params.v_cache = keys.data_ptr(), values.data_ptr()
                 params.cache_head, params.cache_row = keys.stride(1), keys.stride(2)
                 self._bound[i] = keys

@@ -12,7 +12,7 @@ import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 from hydra import compose, initialize_config_dir
@@ -93,6 +93,7 @@ def turn(tokens: list[int], seconds: float, steps: Sequence[Any]) -> dict[str, A
 
 
 Runner = Callable[[list[int]], tuple[list[int], float, list[Any]]]
+Result = TypeVar("Result")  # what a timed measurement returns
 
 
 def loop_runner(
@@ -239,7 +240,7 @@ def start_kernel_bench(threads: int | None) -> None:
         torch.set_num_threads(threads)
 
 
-def timed_alone(measure: Callable[[], Any]) -> tuple[Any, dict[str, Any]]:
+def timed_alone(measure: Callable[[], Result]) -> tuple[Result, dict[str, Any]]:
     """``measure()``'s result and the machine's load while it ran (a hardware.LoadMeter)."""
     meter = hardware.LoadMeter().start()
     result = measure()
