@@ -19,7 +19,7 @@ followed:
   ``merge_prefixes: true`` chains are merged into a trie instead (our extension), so the same
   node budget holds more distinct guesses.
 * The n-gram table is per generation call and updated incrementally from committed tokens
-  (:mod:`methods.ngram_index`).
+  (:mod:`methods.common.ngram_index`).
 
 Differences from the reference: the table indexes every committed token, the root included (the
 reference adds the root one step later; the only effect is that the n-gram before the root
@@ -40,7 +40,7 @@ from typing import Annotated, ClassVar
 import torch
 from annotated_types import Ge
 
-from methods.ngram_index import NgramIndex
+from methods.common.ngram_index import NgramIndex
 from racer_bench.config.schema import PositiveInt
 from racer_bench.engine.drafter import DrafterNeeds
 from racer_bench.engine.structs import Draft, DraftContext, Feedback, Source

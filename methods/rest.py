@@ -10,7 +10,7 @@ every continuation is counted, and the ``num_draft`` most frequent prefixes form
 ``Draft.score`` is its prefix's count over the number of retrieved continuations (the share
 that passes through it; the confidence scheduler's feature).
 
-Where the datastore comes from (:mod:`methods.datastore`):
+Where the datastore comes from (:mod:`methods.common.datastore`):
 
 * ``datastore``: a ``.npz`` built by ``scripts/build_datastore.py``; used as is.
 * otherwise ``corpus`` + ``tokenizer``: the datastore is loaded from
@@ -24,7 +24,7 @@ Where the datastore comes from (:mod:`methods.datastore`):
 
 Deviations: no match gives an empty draft (a plain autoregressive step) instead of the
 reference's dummy one-token draft; continuations stop at document boundaries (see
-:mod:`methods.datastore`); ties among equally frequent prefixes go to the shorter, then the
+:mod:`methods.common.datastore`); ties among equally frequent prefixes go to the shorter, then the
 lexicographically smaller one, so exactly ``num_draft`` nodes are kept (the reference's heap may
 keep a few more and then cuts whole paths).
 """
@@ -35,7 +35,7 @@ from typing import ClassVar
 
 import torch
 
-from methods.datastore import Datastore, check_vocab, load_or_build, top_prefix_counts
+from methods.common.datastore import Datastore, check_vocab, load_or_build, top_prefix_counts
 from racer_bench.config.paths import DEFAULT_CACHE_DIR
 from racer_bench.config.schema import PositiveInt
 from racer_bench.engine.drafter import DrafterNeeds

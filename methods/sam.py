@@ -3,7 +3,7 @@
 Paper: Hu, Chen, Yang, Zhou, Li, Xue, "SAM Decoding: Speculative Decoding via Suffix
 Automaton", ACL 2025 (arXiv 2411.10666). Reference code: hyx1999/SAM-Decoding and its SAM-only
 port in Spec-Bench (``model/samd``, ``tree_method=None``, Spec-Bench's default), which this
-module follows (reimplemented from the algorithm, :mod:`methods.suffix_automaton`):
+module follows (reimplemented from the algorithm, :mod:`methods.common.suffix_automaton`):
 
 * a **dynamic** automaton per request over prompt + generated text; each committed token first
   moves the match (the longest suffix of the text that occurred *before*), then is inserted;
@@ -36,8 +36,8 @@ from typing import Annotated, ClassVar
 import torch
 from annotated_types import Ge
 
-from methods.datastore import check_vocab
-from methods.suffix_automaton import FrozenAutomaton, Match, SuffixAutomaton
+from methods.common.datastore import check_vocab
+from methods.common.suffix_automaton import FrozenAutomaton, Match, SuffixAutomaton
 from racer_bench.config.schema import PositiveInt
 from racer_bench.engine.drafter import DrafterNeeds
 from racer_bench.engine.structs import Draft, DraftContext, Feedback, Source

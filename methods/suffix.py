@@ -4,7 +4,7 @@ Paper: Oliaro, Jia, Campos, Qiao, "SuffixDecoding: Extreme Speculative Decoding 
 Applications", NeurIPS 2025 (arXiv 2411.04975). Reference code: snowflakedb/ArcticInference
 (``arctic_inference/suffix_decoding``; C++ ``SuffixTree``, Python ``SuffixDecodingCache``),
 also the proposer behind vLLM's ``method="suffix"``. Behaviour followed (reimplemented from the
-algorithm, :mod:`methods.suffix_tree`):
+algorithm, :mod:`methods.common.suffix_tree`):
 
 * a **local** suffix tree per request over prompt + response so far, and one **global** suffix
   tree over the responses (never the prompts) of earlier requests, the current response
@@ -36,7 +36,7 @@ from typing import Annotated, ClassVar
 import torch
 from annotated_types import Ge, Interval
 
-from methods.suffix_tree import SpecDraft, SuffixTree
+from methods.common.suffix_tree import SpecDraft, SuffixTree
 from racer_bench.config.schema import PositiveInt
 from racer_bench.engine.drafter import DrafterNeeds
 from racer_bench.engine.structs import Draft, DraftContext, Feedback, Source

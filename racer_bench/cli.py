@@ -15,14 +15,16 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
-from racer_bench.analysis import records
 from racer_bench.analysis.report import print_batch_summary, print_serve_summary, print_summary
 from racer_bench.config.paths import CONF_DIR
 from racer_bench.errors import ConfigError, RunStopped, find_config_error
-from racer_bench.run import runlock
+from racer_bench.record import folder as records
+from racer_bench.run import resolvers, runlock
 from racer_bench.run.runner import run
 from racer_bench.vllm_backend.offline import run as run_vllm
 from racer_bench.vllm_backend.serving import run as run_serving
+
+resolvers.register()  # conf/ is composed here (and in launcher jobs that import this module)
 
 GROUPS = ("backend", "model", "method", "verifier", "scheduler", "task", "logger", "experiment",
           "sweep", "debug")  # fmt: skip

@@ -30,10 +30,10 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
-from racer_bench.analysis import records
 from racer_bench.analysis.curation import curate
 from racer_bench.analysis.tables.render import header_sources
 from racer_bench.config.paths import CONF_DIR, REPO_ROOT
+from racer_bench.record import folder as records
 from racer_bench.system import hardware
 
 # tables made by one command rather than an experiment's sweep: name -> overrides

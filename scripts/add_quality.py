@@ -26,10 +26,10 @@ import torch
 from omegaconf import DictConfig, OmegaConf, open_dict
 from tqdm.auto import tqdm
 
-from racer_bench.analysis import records as run_records
 from racer_bench.analysis.quality import LOGPROB_KEY
 from racer_bench.analysis.resummarize import resummarize
 from racer_bench.config.construct import construct
+from racer_bench.record import folder as run_records
 from racer_bench.run.grid import compose_run
 from racer_bench.run.paired import STRICT, compare_with_strict
 from racer_bench.run.resume import pin_measured_choices

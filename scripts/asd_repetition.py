@@ -16,8 +16,8 @@ import argparse
 from collections.abc import Sequence
 from pathlib import Path
 
-from racer_bench.analysis import records
 from racer_bench.analysis.quality import output_stats
+from racer_bench.record import folder as records
 from racer_bench.run.paired import STRICT
 
 HEADER = (

@@ -8,7 +8,7 @@ interleaved, medians of ``--reps``) ``--sittings`` times back to back. Prints, p
 size, the spread of cost(N) over the sittings and its correlation with the sitting's 1-token
 time; ``--out`` writes the table (.md), every sitting (.json, with the hardware fingerprint)
 and a scatter of cost(16) against the 1-token time (.png). The measuring:
-:mod:`racer_bench.run.cost_drift`.
+:mod:`racer_bench.bench.bench_cost_drift`.
 """
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ from pathlib import Path
 
 import torch
 
+from racer_bench.bench import common as bench
+from racer_bench.bench.bench_cost_drift import one_token_ms, sittings, summary, table
 from racer_bench.config.paths import DEFAULT_MODELS_DIR
-from racer_bench.engine import cost
-from racer_bench.run import bench
-from racer_bench.run.cost_drift import one_token_ms, sittings, summary, table
+from racer_bench.engine.schedule import cost
 
 
 def parse_args() -> argparse.Namespace:

@@ -13,9 +13,9 @@ for a wide two-level tree, on every engine given (each on its own copy of the mo
 sizes and engines interleaved in every repetition, medians reported. ``--profile`` prints a
 ``torch.profiler`` breakdown by op of forwards of the given sizes (tree-shaped), per engine.
 A second table sets each contender's 1-token step against the weight-read floor (weight bytes
-at its dtype / measured read bandwidth, :mod:`racer_bench.engine.floor`); ``--out`` writes
+at its dtype / measured read bandwidth, :mod:`racer_bench.engine.fast.floor`); ``--out`` writes
 both tables (.md) and the medians with the hardware fingerprint (.json). The measuring and the
-tables: :mod:`racer_bench.run.bench_forward_cost`.
+tables: :mod:`racer_bench.bench.bench_forward_cost`.
 """
 
 from __future__ import annotations
@@ -25,10 +25,10 @@ from pathlib import Path
 
 import torch
 
+from racer_bench.bench.bench_forward_cost import load_targets, measure, profile, report, save
+from racer_bench.bench.common import code_state, humaneval_prompts
 from racer_bench.config.paths import DEFAULT_MODELS_DIR
-from racer_bench.engine.floor import bandwidth, floor_record
-from racer_bench.run.bench import code_state, humaneval_prompts
-from racer_bench.run.bench_forward_cost import load_targets, measure, profile, report, save
+from racer_bench.engine.fast.floor import bandwidth, floor_record
 from racer_bench.system.hardware import LoadMeter
 
 

@@ -13,7 +13,7 @@ timed with builds, dtypes and sizes interleaved in every repetition (medians), t
 trees' logits are compared bit for bit against the first build. A speed-only kernel change must
 say ``yes`` in every row. ``--out`` writes the table (.md) and the medians with the hardware
 fingerprint and the builds (.json).
-The measuring: :mod:`racer_bench.run.kernel_ab`.
+The measuring: :mod:`racer_bench.bench.bench_kernel_ab`.
 """
 
 from __future__ import annotations
@@ -24,10 +24,10 @@ from pathlib import Path
 
 import torch
 
+from racer_bench.bench import common as bench
+from racer_bench.bench.bench_kernel_ab import build, logits_agree, measure, resolve, table
 from racer_bench.config.paths import DEFAULT_MODELS_DIR
 from racer_bench.models.loaders import load_smollm2
-from racer_bench.run import bench
-from racer_bench.run.kernel_ab import build, logits_agree, measure, resolve, table
 
 
 def parse_args() -> argparse.Namespace:

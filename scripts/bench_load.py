@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from racer_bench.run.bench_load import forward_part, forward_table, runs_part, runs_table
+from racer_bench.bench.bench_load import forward_part, forward_table, runs_part, runs_table
 from racer_bench.system.hardware import fingerprint
 
 

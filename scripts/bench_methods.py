@@ -21,11 +21,11 @@ from pathlib import Path
 
 import torch
 
+from racer_bench.bench.bench_methods import References, Report, contender_runners
+from racer_bench.bench.common import code_state, humaneval_prompts, interleave
 from racer_bench.config.paths import DEFAULT_MODELS_DIR
-from racer_bench.engine import engine_choice
+from racer_bench.engine.fast import engine_choice
 from racer_bench.models.loaders import load_smollm2
-from racer_bench.run.bench import code_state, humaneval_prompts, interleave
-from racer_bench.run.bench_methods import References, Report, contender_runners
 
 DEFAULT_METHODS = ["pld", "racer", "logitspec", "recycling", "rest", "lookahead"]
 

@@ -21,13 +21,13 @@ import torch
 import yaml
 
 from methods.racer import RacerDrafter
+from racer_bench.bench.common import setting_line
 from racer_bench.config.paths import DEFAULT_MODELS_DIR
 from racer_bench.engine.decode import generate
 from racer_bench.engine.stopping import StopRule
 from racer_bench.engine.structs import Draft, DraftContext, Feedback, GenerationResult, Source
-from racer_bench.engine.verify import GreedyVerifier
+from racer_bench.engine.verify.greedy import GreedyVerifier
 from racer_bench.models.loaders import load_smollm2
-from racer_bench.run.bench import setting_line
 from racer_bench.system.hardware import LoadMeter
 from racer_bench.tasks.humaneval import HumanEvalTask
 

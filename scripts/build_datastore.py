@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import time
 
-from methods.datastore import DATASTORE_FOLDER, build_datastore, corpus_build, corpus_parser
+from methods.common.datastore import DATASTORE_FOLDER, build_datastore, corpus_build, corpus_parser
 
 
 def main() -> None:

@@ -14,8 +14,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from methods.datastore import corpus_build, corpus_parser
-from methods.sam_corpus import AUTOMATON_FOLDER, build_corpus_automaton
+from methods.common.datastore import corpus_build, corpus_parser
+from methods.common.sam_corpus import AUTOMATON_FOLDER, build_corpus_automaton
 
 
 def main(argv: list[str] | None = None) -> Path:

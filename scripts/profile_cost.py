@@ -20,7 +20,8 @@ from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
 
 from racer_bench.config.paths import CONF_DIR
-from racer_bench.engine import cost
+from racer_bench.engine.schedule import cost
+from racer_bench.run import resolvers
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -47,6 +48,7 @@ def table(profile: cost.CostProfile) -> str:
 
 def main(argv: Sequence[str] | None = None) -> cost.CostProfile:
     args = parse_args(argv)
+    resolvers.register()
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         cfg = compose(config_name="config", overrides=list(args.overrides))
     if cfg.num_threads:

@@ -10,7 +10,7 @@ KV write, row attention, SiLU gate, residuals), summed over the layers, the micr
 step and their share, and what the step spends outside the layers (LM head, embedding,
 Python). The counters add a few hundred clock reads per step, so compare shares, and take
 step times from ``bench_forward_cost.py``. ``--out`` writes the table (.md) and the numbers
-with the hardware fingerprint (.json). The measuring: :mod:`racer_bench.run.layer_phases`.
+with the hardware fingerprint (.json). The measuring: :mod:`racer_bench.bench.profile_layer_phases`.
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ import argparse
 
 import torch
 
+from racer_bench.bench import common as bench
+from racer_bench.bench.profile_layer_phases import profile, table
 from racer_bench.config.paths import DEFAULT_MODELS_DIR
-from racer_bench.run import bench
-from racer_bench.run.layer_phases import profile, table
 
 
 def parse_args() -> argparse.Namespace:

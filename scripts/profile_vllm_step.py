@@ -24,6 +24,7 @@ from hydra import compose, initialize_config_dir
 
 from racer_bench.config.construct import construct
 from racer_bench.config.paths import CONF_DIR
+from racer_bench.run import resolvers
 from racer_bench.vllm_backend import step_profile
 from racer_bench.vllm_backend.offline import engine_env, engine_settings, environment, llm_kwargs
 
@@ -62,6 +63,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--out", type=Path, default=None, help="write <out>.md and <out>.json")
     parser.add_argument("overrides", nargs="*", help="config overrides (backend.dtype=...)")
     args = parser.parse_args(argv)
+    resolvers.register()
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         cfg = compose("config", ["backend=vllm", "task=humaneval", "task.limit=1",
                                  *args.overrides])  # fmt: skip

@@ -22,16 +22,16 @@ import argparse
 import torch
 
 from methods.racer import RacerDrafter
-from racer_bench.config.paths import DEFAULT_MODELS_DIR
-from racer_bench.engine.drafter import Drafter, NullDrafter
-from racer_bench.models.loaders import load_smollm2
-from racer_bench.run.bench_capacity import (
+from racer_bench.bench.racer_capacity_mat import (
     YAML,
     AcceptanceTally,
     decode_all,
     parse_variant,
     yaml_defaults,
 )
+from racer_bench.config.paths import DEFAULT_MODELS_DIR
+from racer_bench.engine.drafter import Drafter, NullDrafter
+from racer_bench.models.loaders import load_smollm2
 from racer_bench.tasks.humaneval import HumanEvalTask
 
 

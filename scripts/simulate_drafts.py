@@ -1,7 +1,7 @@
 """Replay recorded greedy outputs through drafters, without the model: MAT per prompt and task.
 
 How a step is replayed (prefill token, pruning to the room left, accepted path plus bonus
-token): :mod:`racer_bench.analysis.replay`; recorded runs: :mod:`racer_bench.analysis.replay_runs`.
+token): :mod:`racer_bench.replay.core`; recorded runs: :mod:`racer_bench.replay.runs`.
 
 Drafters (``--drafters``, comma-separated; the first is compared with the others):
 
@@ -38,13 +38,13 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from methods.datastore import config_vocab, load_tokenizer
-from racer_bench.analysis.replay import Native, Replayable
-from racer_bench.analysis.replay_drafters import Options, SuffixSettings
-from racer_bench.analysis.replay_runs import ReplayTally, Run, load_run, print_table, simulate
+from methods.common.datastore import config_vocab, load_tokenizer
+from racer_bench.replay.core import Native, Replayable
+from racer_bench.replay.drafters import Options, SuffixSettings
+from racer_bench.replay.runs import ReplayRun, ReplayTally, load_run, print_table, simulate
 
 
-def suffix_drafter(opts: Options, run: Run) -> Replayable:
+def suffix_drafter(opts: Options, run: ReplayRun) -> Replayable:
     """``suffix``: :class:`methods.suffix.SuffixDrafter` with the suffix settings."""
     from methods.suffix import SuffixDrafter
 
@@ -54,14 +54,14 @@ def suffix_drafter(opts: Options, run: Run) -> Replayable:
                                 s.max_cached_requests, s.use_tree_spec))  # fmt: skip
 
 
-def sam_drafter(opts: Options, run: Run) -> Replayable:
+def sam_drafter(opts: Options, run: ReplayRun) -> Replayable:
     """``sam``: :class:`methods.sam.SamDrafter` (dynamic automaton only)."""
     from methods.sam import SamDrafter
 
     return Native(SamDrafter(run.vocab_size, opts.sam_capacity, opts.sam_alpha))
 
 
-def pld_drafter(opts: Options, run: Run) -> Replayable:
+def pld_drafter(opts: Options, run: ReplayRun) -> Replayable:
     """``pld``: :class:`methods.pld.PLDDrafter` with ``--pld MIN,MAX,K``."""
     from methods.pld import PLDDrafter
 

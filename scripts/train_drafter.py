@@ -6,7 +6,7 @@
 The loop and its steps (data cache, held-out split, features, training with resumable states,
 calibration, checkpoint, loss log, plot and summary): :mod:`racer_bench.train.loop`. What
 differs between heads (features read, the head, its loss, depth-1 logits, calibration,
-checkpoint) is the head kind's (:mod:`methods.heads.kind`; ``kind`` names one of
+checkpoint) is the head kind's (:mod:`methods.common.heads.kind`; ``kind`` names one of
 ``HEAD_KINDS`` or is ``module:Class``); this script hands the kinds to the loop.
 Config: ``conf/train/config.yaml``.
 """
@@ -20,8 +20,8 @@ from typing import Any
 import hydra
 from omegaconf import DictConfig
 
-from methods.draft_vocab import draft_labels, frequent_tokens
-from methods.heads.kind import HEAD_KINDS, Sample, head_kind
+from methods.common.draft_vocab import draft_labels, frequent_tokens
+from methods.common.heads.kind import HEAD_KINDS, Sample, head_kind
 from racer_bench.config.schema import check
 from racer_bench.errors import ConfigError
 from racer_bench.train import loop

@@ -13,12 +13,14 @@ from omegaconf import DictConfig
 from racer_bench.config.paths import CONF_DIR, REPO_ROOT
 from racer_bench.engine.decode import LoopOptions, generate
 from racer_bench.engine.drafter import Drafter, NullDrafter
-from racer_bench.engine.scheduler import Scheduler
+from racer_bench.engine.schedule.scheduler import Scheduler
 from racer_bench.engine.stopping import StopRule
 from racer_bench.engine.structs import GenerationResult
 from racer_bench.engine.target import HFTarget
-from racer_bench.engine.verify import GreedyVerifier, Verifier
+from racer_bench.engine.verify import Verifier
+from racer_bench.engine.verify.greedy import GreedyVerifier
 from racer_bench.models.loaders import tiny_random
+from racer_bench.run import resolvers
 
 REPO = REPO_ROOT
 SHARED_DATA = REPO.parent / "shared" / "datasets"
@@ -33,6 +35,8 @@ TINY_PROMPTS = [
 ]
 
 torch.use_deterministic_algorithms(True)
+
+resolvers.register()  # the tests compose conf/, as the command line does
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -14,7 +14,7 @@ Followed from the paper:
   block, the Markov head once per drafted node;
 * a **confidence head** ``c_k = sigmoid(w . [h_k; W1 e[x_{k-1}]])`` predicts each position's
   conditional acceptance, calibrated left to right by temperature scaling against the expected
-  calibration error of the prefix survival (:mod:`methods.calibration`, fitted on held-out
+  calibration error of the prefix survival (:mod:`methods.common.calibration`, fitted on held-out
   distillation data by ``scripts/train_drafter.py kind=dspark``);
 * verification is unchanged and lossless: point-mass drafts under greedy, and with
   ``temperature > 0`` each token is sampled from ``softmax(logits / temperature)`` and that row
@@ -56,10 +56,10 @@ from typing import ClassVar
 
 import torch
 
-from methods.draft_tree import grow_scored_tree, tree_draft
+from methods.common.draft_tree import grow_scored_tree, tree_draft
+from methods.common.heads.checkpoint import load_checkpoint
+from methods.common.heads.drafter import HeadDrafter, on_feature_device
 from methods.dspark.head import KV, DSparkHead, acceptance_scores, dspark_config
-from methods.heads.checkpoint import load_checkpoint
-from methods.heads.drafter import HeadDrafter, on_feature_device
 from racer_bench.config.schema import NonNegativeFloat, NonNegativeInt, PositiveInt, Seed
 from racer_bench.engine.structs import Draft, DraftContext, Source
 from racer_bench.engine.target import Engine

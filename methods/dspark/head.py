@@ -15,7 +15,7 @@ the Markov rank.
   (zero-initialised, so an untrained head adds nothing) and ``gate_k = sigmoid(w . [h_k; m])``.
 * Confidence head: ``c_k = sigmoid(w . [h_k; m_k] / T_k)`` with ``m_k = W1 e[x_{k-1}]``; ``T_k``
   (buffer ``conf_temperature``) comes from left-to-right calibration
-  (:func:`methods.calibration.sequential_temperatures`).
+  (:func:`methods.common.calibration.sequential_temperatures`).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from methods.heads.layers import Eagle3Attention, RMSNorm, rope
+from methods.common.heads.layers import Eagle3Attention, RMSNorm, rope
 
 KV = list[tuple[torch.Tensor, torch.Tensor]]  # per layer: keys, values [S, kv_heads, D]
 BLOCK_INPUTS = ("normed", "concat", "sum")

@@ -1,4 +1,4 @@
-"""DSpark as a head kind of ``scripts/train_drafter.py`` (:mod:`methods.heads.kind`): block
+"""DSpark as a head kind of ``scripts/train_drafter.py`` (:mod:`methods.common.heads.kind`): block
 training at random anchors, and the confidence temperatures fitted on held-out blocks."""
 
 from __future__ import annotations
@@ -9,20 +9,20 @@ from typing import Any
 import torch
 from torch import nn
 
-from methods.calibration import expected_calibration_error, sequential_temperatures, survival
+from methods.common.calibration import expected_calibration_error, sequential_temperatures, survival
+from methods.common.heads.kind import (
+    HeadKind,
+    Sample,
+    answer_roots,
+    attention_settings,
+    start_from_target,
+)
 from methods.dspark.head import (
     DSparkHead,
     block_outputs,
     dspark_config,
     dspark_loss,
     pass_last_feature,
-)
-from methods.heads.kind import (
-    HeadKind,
-    Sample,
-    answer_roots,
-    attention_settings,
-    start_from_target,
 )
 from racer_bench.engine.target import HFTarget
 

@@ -8,8 +8,8 @@ from typing import Any
 
 import torch
 
+from methods.common.heads.checkpoint import load_checkpoint
 from methods.eagle3.head import Eagle3Head, eagle3_config
-from methods.heads.checkpoint import load_checkpoint
 from racer_bench.errors import ConfigError
 
 

@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from methods.heads.layers import Eagle3Attention, RMSNorm
+from methods.common.heads.layers import Eagle3Attention, RMSNorm
 
 
 class Eagle3Layer(nn.Module):

@@ -1,4 +1,4 @@
-"""EAGLE-3 as a head kind of ``scripts/train_drafter.py`` (:mod:`methods.heads.kind`)."""
+"""EAGLE-3 as a head kind of ``scripts/train_drafter.py`` (:mod:`methods.common.heads.kind`)."""
 
 from __future__ import annotations
 
@@ -8,14 +8,14 @@ from typing import Any
 import torch
 from torch import nn
 
-from methods.eagle3.head import Eagle3Head, eagle3_config, eagle3_loss, eagle3_step_logits
-from methods.heads.kind import (
+from methods.common.heads.kind import (
     HeadKind,
     Sample,
     answer_roots,
     attention_settings,
     start_from_target,
 )
+from methods.eagle3.head import Eagle3Head, eagle3_config, eagle3_loss, eagle3_step_logits
 from racer_bench.engine.target import HFTarget
 
 

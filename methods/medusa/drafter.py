@@ -7,7 +7,7 @@ hidden state of the last verified position and predicts the token ``k + 2`` ahea
 own LM head gives the root). Deviations:
 
 * the tree is built per step from the heads' top-k (EAGLE-2-style best-first selection by
-  cumulative log-probability, :func:`methods.draft_tree.grow_tree`) instead of the static
+  cumulative log-probability, :func:`methods.common.draft_tree.grow_tree`) instead of the static
   ``mc_sim_7b_63`` choice list calibrated for Vicuna-7B;
 * the LM head is restricted to a draft vocabulary (the most frequent tokens of the
   self-distillation data) so K heads cost far less than K target LM heads on a CPU;
@@ -22,8 +22,8 @@ from typing import ClassVar
 
 import torch
 
-from methods.draft_tree import grow_scored_tree, tree_draft
-from methods.heads.drafter import HeadDrafter, on_feature_device
+from methods.common.draft_tree import grow_scored_tree, tree_draft
+from methods.common.heads.drafter import HeadDrafter, on_feature_device
 from methods.medusa.head import MedusaHeads, load_medusa
 from racer_bench.config.schema import PositiveInt, Seed
 from racer_bench.engine.structs import Draft, DraftContext

@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from methods.heads.checkpoint import load_checkpoint
+from methods.common.heads.checkpoint import load_checkpoint
 
 
 class ResBlock(nn.Module):

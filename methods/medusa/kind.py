@@ -1,4 +1,4 @@
-"""Medusa as a head kind of ``scripts/train_drafter.py`` (:mod:`methods.heads.kind`)."""
+"""Medusa as a head kind of ``scripts/train_drafter.py`` (:mod:`methods.common.heads.kind`)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from methods.heads.kind import HeadKind, Sample, answer_roots, start_from_target
+from methods.common.heads.kind import HeadKind, Sample, answer_roots, start_from_target
 from methods.medusa.head import MedusaHeads, medusa_loss
 from racer_bench.engine.target import HFTarget
 

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from racer_bench.analysis import metrics
-from racer_bench.analysis import records as run_records
+from racer_bench.record import folder as run_records
 
 
 @dataclass

@@ -52,7 +52,7 @@ from racer_bench.analysis.runs import (
     load_runs,
 )
 from racer_bench.analysis.summary import score_block, speed_block
-from racer_bench.engine import cost
+from racer_bench.engine.schedule import cost
 
 __all__ = [  # the loading and labelling names, kept importable from here
     "INCOMPLETE_FILE", "NOT_RECORDED_ENGINE", "NOT_RECORDED_HARDWARE", "IncompatibleRunsError",

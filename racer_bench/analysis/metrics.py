@@ -82,8 +82,12 @@ def mat(records: Sequence[Record], mode: str = "method") -> float:
     Micro average over all steps of all turns; AR gives exactly 1. The first token (chosen from
     the prefill logits) is not a verification step and is not counted.
     """
-    committed = [c for r in records for c in step_column(r, mode, "n_committed")]
-    return float(np.mean(committed)) if committed else float("nan")
+    return tokens_per_step([c for r in records for c in step_column(r, mode, "n_committed")])
+
+
+def tokens_per_step(committed: Sequence[float]) -> float:
+    """MAT's formula over steps' committed counts, whatever holds them (NaN without steps)."""
+    return float(np.mean(committed)) if len(committed) else float("nan")
 
 
 def acceptance_histogram(records: Sequence[Record], mode: str = "method") -> dict[int, int]:

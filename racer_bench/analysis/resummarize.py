@@ -19,8 +19,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from racer_bench.analysis import records
 from racer_bench.analysis.runs import find_run_dirs, load_run
+from racer_bench.record import folder as records
 
 
 def recomputed(run_dir: Path) -> dict[str, Any]:

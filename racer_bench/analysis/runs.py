@@ -19,10 +19,10 @@ from pathlib import Path
 from typing import Any
 
 from racer_bench.analysis import metrics
-from racer_bench.analysis import records as run_records
 from racer_bench.analysis.serve_summary import summarize_serving
 from racer_bench.analysis.summary import summarize, summarize_batches
 from racer_bench.config.construct import constructor_node
+from racer_bench.record import folder as run_records
 from racer_bench.tasks.base import Prompt, Task
 
 log = logging.getLogger(__name__)

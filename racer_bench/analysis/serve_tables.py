@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from racer_bench.analysis import records as run_records
+from racer_bench.record import folder as run_records
 
 AA_LABEL = "vLLM AR again (A/A)"  # a run without speculation: a second AR server
 

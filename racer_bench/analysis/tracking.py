@@ -27,8 +27,8 @@ from urllib.parse import urlparse
 
 from omegaconf import DictConfig, OmegaConf
 
-from racer_bench.analysis import records
 from racer_bench.errors import ConfigError
+from racer_bench.record import folder as records
 
 log = logging.getLogger(__name__)
 MODES = ("auto", "online", "offline", "disabled")

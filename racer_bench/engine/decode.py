@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import torch
 
 from racer_bench.engine.drafter import Drafter
-from racer_bench.engine.scheduler import FixedScheduler, Plan, Scheduler
+from racer_bench.engine.schedule.scheduler import FixedScheduler, Plan, Scheduler
 from racer_bench.engine.stopping import StopRule
 from racer_bench.engine.structs import Draft, DraftContext, Feedback, GenerationResult, StepRecord
 from racer_bench.engine.target import HFTarget

@@ -103,7 +103,7 @@ class PreallocatedLayer(DynamicLayer):
 def reserve(layer: Any, end: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Grow ``layer`` (an initialised :class:`PreallocatedLayer`) to ``end`` positions and
     return its whole key and value buffers [B, H_kv, capacity, D], for a kernel that writes the
-    new rows itself (:mod:`racer_bench.engine.native_llama`)."""
+    new rows itself (:mod:`racer_bench.engine.fast.llama`)."""
     if not isinstance(layer, PreallocatedLayer) or not layer.is_initialized:
         raise TypeError("reserve needs an initialised PreallocatedLayer (prefill first)")
     if end > layer._keys.shape[-2]:

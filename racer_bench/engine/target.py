@@ -7,15 +7,15 @@ Two engines run the same transformers model code (:meth:`HFTarget.set_engine`):
 
 * ``eager``: transformers as it comes: ``F.linear``, SDPA with ``repeat_kv``, ``DynamicCache``.
 * ``fast``: every CPU linear layer (float32, bfloat16, float16) through the packed small-M GEMM
-  (:mod:`racer_bench.engine.small_gemm`; q/k/v and gate/up as one GEMM each,
-  :mod:`racer_bench.engine.fused_linears`), row-invariant attention for every decode and tree
-  step (:mod:`racer_bench.engine.row_attention`), and a preallocated KV cache compacted in
+  (:mod:`racer_bench.engine.fast.small_gemm`; q/k/v and gate/up as one GEMM each,
+  :mod:`racer_bench.engine.fast.fused_linears`), row-invariant attention for every decode and tree
+  step (:mod:`racer_bench.engine.fast.row_attention`), and a preallocated KV cache compacted in
   place (:mod:`racer_bench.engine.kv_cache`). Sliding-window layers get their window from the
   masks built here, one per layer type. Both kernels compute each token's row alone, in a fixed
   order, so a tree node's logits equal bit for bit those of the AR step over the same prefix, at
   every dtype (the row-invariance tests in ``tests/integration/test_row_invariance.py``). For
   Llama models, decode steps skip transformers' modules: one C call for all layers
-  (:mod:`racer_bench.engine.native_llama`; prefills keep transformers' forward).
+  (:mod:`racer_bench.engine.fast.llama`; prefills keep transformers' forward).
   ``eager`` is not row-invariant: library GEMMs and SDPA tile by the shapes they are given.
 
 ``auto`` picks ``fast`` on a CPU and ``eager`` elsewhere (the GEMM is a CPU kernel; the other
@@ -31,12 +31,12 @@ from typing import Any, Literal, get_args
 
 import torch
 
-from racer_bench.engine import (
+from racer_bench.engine import kv_cache
+from racer_bench.engine.fast import (
     bf16_gemm,
     fused_linears,
     kernel_library,
-    kv_cache,
-    native_llama,
+    llama,
     row_attention,
     small_gemm,
 )
@@ -128,7 +128,7 @@ class HFTarget:
         self._window = getattr(text, "sliding_window", None)
         self.engine = "eager"
         self.engine_details: dict[str, Any] = {"engine": "eager"}
-        self.native: native_llama.NativeLlama | None = None
+        self.layer_stack: llama.LlamaStack | None = None
 
     def set_engine(self, engine: str) -> str:
         """Switch to ``auto`` / ``eager`` / ``fast`` (see the module docstring); returns the engine.
@@ -151,10 +151,10 @@ class HFTarget:
         if impl == "sdpa":
             self.model.set_attn_implementation(row_attention.register())
         self.engine = "fast"
-        native_off = native_llama.unsupported(self.model) if why is None else why
-        if os.environ.get(native_llama.OFF_ENV):
-            native_off = f"{native_llama.OFF_ENV} is set"
-        self.native = native_llama.NativeLlama(self.model) if native_off is None else None
+        stack_off = llama.unsupported(self.model) if why is None else why
+        if os.environ.get(llama.OFF_ENV):
+            stack_off = f"{llama.OFF_ENV} is set"
+        self.layer_stack = llama.LlamaStack(self.model) if stack_off is None else None
         self.engine_details = {
             "engine": "fast",
             "packed_linears": packed,
@@ -165,7 +165,7 @@ class HFTarget:
             "amx": (bf16_gemm.amx_unusable() or "on") if why is None else None,
             "attention": getattr(self.model.config, "_attn_implementation", None),
             "kv_cache": "preallocated",
-            "native_layers": "on" if native_off is None else f"off: {native_off}",
+            "layer_stack": "on" if stack_off is None else f"off: {stack_off}",
         }
         return engine
 
@@ -236,9 +236,9 @@ class HFTarget:
         input_ids = torch.tensor([tokens], dtype=torch.long, device=self.device)
         positions = torch.tensor([_offsets(draft)], dtype=torch.long, device=self.device) + past
         tree = aux is not None or not is_chain(draft.parents.tolist())
-        if self.native is not None and len(tokens) <= native_llama.MAX_ROWS and not hidden_layers:
+        if self.layer_stack is not None and len(tokens) <= llama.MAX_ROWS and not hidden_layers:
             visible = self._visible(draft, past, len(tokens), tree)
-            last = self.native.forward(self.cache, input_ids[0], positions[0], visible)
+            last = self.layer_stack.forward(self.cache, input_ids[0], positions[0], visible)
             feats = last if hidden else None
         else:
             out = self.body(

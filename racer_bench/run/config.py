@@ -12,7 +12,7 @@ from racer_bench.analysis.tracking import LoggerConfig
 from racer_bench.config.backend import BackendConfig
 from racer_bench.config.paths import PathsConfig
 from racer_bench.config.schema import Instantiable, NonNegativeInt, PositiveInt, Seed, check
-from racer_bench.engine.scheduler_settings import SchedulerSettings, settings_of
+from racer_bench.engine.schedule.settings import SchedulerSettings, settings_of
 from racer_bench.engine.target import Engine
 
 

@@ -23,12 +23,12 @@ from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig, OmegaConf, open_dict
 from tqdm.auto import tqdm
 
-from racer_bench.analysis import records
 from racer_bench.config.construct import construct
 from racer_bench.config.paths import CONF_DIR
-from racer_bench.engine.verify import GreedyVerifier
+from racer_bench.engine.verify.greedy import GreedyVerifier
 from racer_bench.errors import ConfigError
-from racer_bench.run import runlock
+from racer_bench.record import folder as records
+from racer_bench.run import resolvers, runlock
 from racer_bench.run.config import validate
 from racer_bench.run.prompt import decode_steps, safe_run_prompt
 from racer_bench.run.resume import differing_keys
@@ -42,6 +42,7 @@ STRICT = "strict"
 
 def compose_run(overrides: Sequence[str]) -> tuple[DictConfig, dict[str, str]]:
     """The run config for ``overrides`` and Hydra's group choices (``method: racer`` ...)."""
+    resolvers.register()
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         cfg = compose("config", list(overrides), return_hydra_config=True)
     with open_dict(cfg):

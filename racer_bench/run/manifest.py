@@ -1,6 +1,6 @@
 """The one manifest builder: what a run folder's ``manifest.json`` says about the run on either
 backend (model, method and its version, verifier, task, dtype, seed, token limit, config), on top
-of the code, package and hardware record of :func:`racer_bench.analysis.records.manifest`."""
+of the code, package and hardware record of :func:`racer_bench.record.folder.manifest`."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from racer_bench.analysis import records
 from racer_bench.config.paths import REPO_ROOT
+from racer_bench.record import folder as records
 from racer_bench.tasks.base import Task
 
 

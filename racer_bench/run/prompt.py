@@ -9,10 +9,12 @@ from typing import Any
 
 import torch
 
-from racer_bench.analysis import records
+from racer_bench.analysis.metrics import calibration_bins
 from racer_bench.engine.decode import generate
 from racer_bench.engine.stopping import StopRule
+from racer_bench.engine.structs import GenerationResult
 from racer_bench.errors import ConfigError
+from racer_bench.record import folder as records
 from racer_bench.run.paired import compare_with_strict
 from racer_bench.run.reference import REFERENCE, reference_turns
 from racer_bench.run.setup import Mode, Setup
@@ -30,7 +32,7 @@ def generate_turns(setup: Setup, mode: Mode, prompt: Prompt, seed: int) -> list[
     def answer(ids: list[int]) -> dict[str, Any]:
         result = generate(target, mode.drafter, mode.verifier, ids, stop, rng, setup.options,
                           scheduler=mode.scheduler)  # fmt: skip
-        return records.generation_record(result)
+        return generation_record(result)
 
     return conversation(prompt, setup.task, target.tokenizer, answer)
 
@@ -75,7 +77,7 @@ def run_prompt(setup: Setup, prompt: Prompt, index: int, repeat: int = 0) -> dic
 
 def prompt_head(prompt: Prompt, index: int, repeat: int) -> dict[str, Any]:
     """The keys every prompt line starts with; a repeat after the first has its own id
-    (:func:`racer_bench.analysis.records.repeat_id`) and says which repeat it is."""
+    (:func:`racer_bench.record.folder.repeat_id`) and says which repeat it is."""
     head: dict[str, Any] = {"id": records.repeat_id(prompt.id, repeat), "category": prompt.category,
                             "index": index}  # fmt: skip
     return head | {"repeat": repeat} if repeat else head
@@ -108,3 +110,14 @@ def decode_steps(record: dict[str, Any]) -> int:
         if name != REFERENCE and isinstance(mode, dict) and "turns" in mode
         for turn in mode["turns"]
     )
+
+
+def generation_record(result: GenerationResult) -> dict[str, Any]:
+    """A JSON-ready turn of our decode loop, with the calibration bins of a scheduled run."""
+    record = records.turn_record(result.tokens, result.text, result.stop_reason,
+                         prefill_time=result.prefill_time, decode_time=result.decode_time,
+                         steps=records.step_columns_of(result.steps))  # fmt: skip
+    pairs = [pair for s in result.steps for pair in s.calibration]
+    if pairs:
+        record["calibration"] = calibration_bins(pairs)
+    return record

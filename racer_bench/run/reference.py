@@ -15,9 +15,9 @@ from typing import Any
 
 import torch
 
-from racer_bench.analysis import records
 from racer_bench.engine.stopping import StopRule
 from racer_bench.engine.target import HFTarget
+from racer_bench.record import folder as records
 from racer_bench.tasks.base import Prompt, Task
 from racer_bench.tasks.conversation import conversation
 

@@ -2,7 +2,7 @@
 
 ``hardware: ${device_kind:${model.device}}`` in ``conf/config.yaml`` is ``cpu`` or ``gpu``;
 method YAMLs size their drafts with ``${draft_size:<cpu value>,<gpu value>}``, which asks the
-scheduler group's settings object (:mod:`racer_bench.engine.scheduler_settings`) for its
+scheduler group's settings object (:mod:`racer_bench.engine.schedule.settings`) for its
 ``draft_sizing``: the hardware under ``scheduler=fixed``, always ``gpu`` under
 ``scheduler=confidence`` (its candidates are cut per step by the scheduler). Why: a draft tree
 costs almost nothing extra on a GPU (the papers' 64 nodes), but on a CPU the forward pass grows
@@ -17,7 +17,7 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
-from racer_bench.engine.scheduler_settings import settings_of
+from racer_bench.engine.schedule.settings import settings_of
 from racer_bench.errors import ConfigError
 
 HARDWARE = ("cpu", "gpu")
@@ -52,7 +52,7 @@ def draft_size(cpu_value: Any, gpu_value: Any, *, _root_: Any) -> Any:
 
 
 def register() -> None:
-    """Register the resolvers once (importing ``racer_bench`` does it)."""
+    """Register the resolvers once; every entry point that composes ``conf/`` calls it."""
     resolvers = (("device_kind", device_kind), ("by_hardware", by_hardware),
                  ("draft_size", draft_size))  # fmt: skip
     for name, fn in resolvers:

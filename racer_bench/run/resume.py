@@ -20,10 +20,11 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from racer_bench.analysis import records
+from racer_bench.config.legacy import retarget
 from racer_bench.config.paths import CONF_DIR, REPO_ROOT
-from racer_bench.engine.scheduler_settings import upgrade
+from racer_bench.engine.schedule.settings import upgrade
 from racer_bench.errors import ConfigError
+from racer_bench.record import folder as records
 from racer_bench.run.resolvers import device_kind
 
 SAFE_KEYS = (
@@ -51,26 +52,6 @@ def is_finished(run_dir: Path) -> bool:
     return (run_dir / records.SUMMARY_FILE).exists() and not (
         run_dir / records.INCOMPLETE_FILE
     ).exists()
-
-
-# targets that moved since a run could have been saved with them: old name -> today's
-MOVED_TARGETS = {
-    "racer_bench.asd.ASDVerifier": "racer_bench.engine.asd.ASDVerifier",
-    "racer_bench.verify.GreedyVerifier": "racer_bench.engine.verify.GreedyVerifier",
-}
-
-
-def retarget(node: Any) -> Any:
-    """A saved config (plain JSON) with every moved ``_target_`` at today's name."""
-    if isinstance(node, dict):
-        out = {key: retarget(value) for key, value in node.items()}
-        target = out.get("_target_")
-        if isinstance(target, str):
-            out["_target_"] = MOVED_TARGETS.get(target, target)
-        return out
-    if isinstance(node, list):
-        return [retarget(value) for value in node]
-    return node
 
 
 def restore(

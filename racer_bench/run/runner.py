@@ -11,10 +11,10 @@ import torch
 from omegaconf import DictConfig
 from tqdm.auto import tqdm
 
-from racer_bench.analysis import records as run_records
 from racer_bench.analysis import tracking
 from racer_bench.analysis.summary import summarize
 from racer_bench.errors import ConfigError, RunStopped
+from racer_bench.record import folder as run_records
 from racer_bench.run import resume, runlock
 from racer_bench.run.config import validate
 from racer_bench.run.manifest import run_manifest

@@ -14,17 +14,18 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from racer_bench.config.construct import construct, task_max_new_tokens
-from racer_bench.engine import engine_choice
-from racer_bench.engine.cost import CostProfile
 from racer_bench.engine.decode import LoopOptions
 from racer_bench.engine.drafter import Drafter, NullDrafter, runs_on
-from racer_bench.engine.floor import floor_record
-from racer_bench.engine.scheduler import FixedScheduler, Scheduler
-from racer_bench.engine.scheduler_settings import SchedulerSettings
+from racer_bench.engine.fast import engine_choice
+from racer_bench.engine.fast.floor import floor_record
+from racer_bench.engine.schedule.cost import CostProfile
+from racer_bench.engine.schedule.scheduler import FixedScheduler, Scheduler
+from racer_bench.engine.schedule.settings import SchedulerSettings
 from racer_bench.engine.target import HFTarget
-from racer_bench.engine.verify import GreedyVerifier, Verifier
+from racer_bench.engine.verify import Verifier
+from racer_bench.engine.verify.greedy import GreedyVerifier
 from racer_bench.errors import ConfigError
-from racer_bench.models import resolve_device
+from racer_bench.models.loaders import resolve_device
 from racer_bench.run.config import scheduler_settings, validate
 from racer_bench.run.startup import Startup
 from racer_bench.tasks.base import Task
@@ -126,7 +127,7 @@ def choose_engine(cfg: DictConfig) -> tuple[HFTarget, dict[str, Any]]:
 
     ``engine=auto`` and ``model.dtype=auto`` time and probe every allowed (engine, dtype) pair on
     first use on this machine and model and keep the fastest exact one
-    (:mod:`racer_bench.engine.engine_choice`); the timings go into the manifest.
+    (:mod:`racer_bench.engine.fast.engine_choice`); the timings go into the manifest.
     """
     engine = str(cfg.get("engine", "auto"))
     dtype = str(cfg.model.get("dtype", "auto"))

@@ -9,7 +9,7 @@ from typing import Any
 import torch
 from omegaconf import DictConfig
 
-from racer_bench.engine.scheduler import ConfidenceScheduler
+from racer_bench.engine.schedule.scheduler import ConfidenceScheduler
 from racer_bench.run.config import scheduler_settings
 from racer_bench.run.setup import Setup, cost_profile
 from racer_bench.system import hardware

@@ -3,7 +3,7 @@
 Python raises ``KeyboardInterrupt`` for SIGINT between two bytecodes, so a record written by
 several calls could be cut in half; :func:`signals_deferred` holds SIGINT and SIGTERM back
 until the write is done and then delivers them. Only SIGKILL (no handler can run) can still
-tear a line; :func:`racer_bench.analysis.records.drop_torn_tail` repairs that on resume.
+tear a line; :func:`racer_bench.record.folder.drop_torn_tail` repairs that on resume.
 """
 
 from __future__ import annotations

@@ -24,7 +24,8 @@ def depth1_accuracy(kind: Any, head: Any, held: list[Any], k: int = 4) -> dict[s
     """Held-out teacher-forced acceptance of the first drafted position: ``acc1`` (argmax ==
     the target's token) and ``acc{k}`` (the target's token among the top ``k``) over every
     answer position; a token outside the draft vocabulary counts as a miss. Every kind answers
-    the same question (``depth1_logits`` of ``methods.heads.kind.HeadKind``), so the accuracies
+    the same question (``depth1_logits`` of ``methods.common.heads.kind.HeadKind``), so the
+    accuracies
     compare."""
     hits1 = hitsk = total = 0
     for s in held:

@@ -22,9 +22,10 @@ from racer_bench.train.state import training_fingerprint
 @dataclass(frozen=True)
 class Heads:
     """What the loop takes from the draft-head code of ``methods/`` (the script hands it in; the
-    package never imports ``methods/``): the kind trained (a ``methods.heads.kind.HeadKind``),
+    package never imports ``methods/``): the kind trained (a
+    ``methods.common.heads.kind.HeadKind``),
     every registered kind (``features_only`` stores the features of all), the sample type the
-    kinds read, and the draft vocabulary's helpers (``methods.draft_vocab``)."""
+    kinds read, and the draft vocabulary's helpers (``methods.common.draft_vocab``)."""
 
     kind: Any
     every_kind: Callable[[], Sequence[Any]]

@@ -1,6 +1,7 @@
 """Train a draft head on the frozen target by self-distillation: a plain loop (data, optimiser,
 clock, evaluation, checkpoints). What differs between heads (features read, the head, its loss,
-depth-1 logits, calibration, checkpoint) is the head kind's (``methods.heads.kind``), handed in
+depth-1 logits, calibration, checkpoint) is the head kind's (``methods.common.heads.kind``), handed
+in
 as :class:`~racer_bench.train.job.Heads` by ``scripts/train_drafter.py``.
 
 Steps: (1) the target's greedy continuations of the distillation prompts are read from, or

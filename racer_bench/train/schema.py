@@ -85,7 +85,7 @@ class OptimConfig:
 class TrainConfig:
     """Schema of ``conf/train/config.yaml`` (see :mod:`racer_bench.config.schema`)."""
 
-    kind: str = "medusa"  # a key of methods.heads.kind.HEAD_KINDS or module:Class
+    kind: str = "medusa"  # a key of methods.common.heads.kind.HEAD_KINDS or module:Class
     model_name: str = "smollm2_135m"
     num_threads: PositiveInt = 1
     seed: Seed = 0

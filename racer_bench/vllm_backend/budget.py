@@ -3,13 +3,15 @@ rule applied to a whole batch (``backend.draft_length=confidence``).
 
 vLLM verifies every drafted token of every request in one forward, so a step's cost grows with
 the batch's drafted tokens while each request's extra tokens pay only when accepted. Every chain
-node gets an acceptance estimate p from :class:`~racer_bench.engine.acceptance.AcceptanceEstimator`
-(the native :class:`~racer_bench.engine.scheduler.ConfidenceScheduler`'s features and drafter
+node gets an acceptance estimate p from
+:class:`~racer_bench.engine.schedule.acceptance.AcceptanceEstimator`
+(the native :class:`~racer_bench.engine.schedule.scheduler.ConfidenceScheduler`'s features and
+drafter
 probability back-off) and a survival S = product of p along its chain. With ``b`` requests and
 ``k`` kept draft tokens in all, a step commits ``b + sum(S)`` tokens in expectation and costs
 ``C(b + k)`` seconds; admitting nodes in decreasing survival over all chains together and keeping
 the prefix with the most tokens per second is optimal over prefix-closed choices (the argument
-of :func:`~racer_bench.engine.scheduler.best_prefix`, with ``b`` roots). A request may keep
+of :func:`~racer_bench.engine.schedule.scheduler.best_prefix`, with ``b`` roots). A request may keep
 nothing: a plain AR step for it.
 
 ``C`` is measured, not assumed: :class:`StepCost` fits seconds per step against verified tokens
@@ -24,7 +26,8 @@ batch size's fit is used, else every chain is verified whole.
 
 The estimator learns from every node whose parent was accepted, cut nodes included: under greedy
 verification a cut node would have been accepted exactly when its token is the one committed at
-its depth (:func:`~racer_bench.engine.scheduler.counterfactual_trials`), so a node judged poor
+its depth (:func:`~racer_bench.engine.schedule.scheduler.counterfactual_trials`), so a node judged
+poor
 is still tested and its estimate can recover.
 """
 
@@ -36,8 +39,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from racer_bench.engine.acceptance import Bucket, node_features, survival
-from racer_bench.engine.scheduler import ConfidenceOptions, counterfactual_trials, drafter_priors
+from racer_bench.engine.schedule.acceptance import Bucket, node_features, survival
+from racer_bench.engine.schedule.scheduler import (
+    ConfidenceOptions,
+    counterfactual_trials,
+    drafter_priors,
+)
 from racer_bench.engine.structs import Draft
 
 

@@ -26,7 +26,7 @@ is handed to vLLM as that variable (None: vLLM's default).
 
 **Dtype.** ``backend.dtype=auto`` runs the engines in the model config's explicit dtype, else
 float32. Not the native loop's bfloat16: that choice is exact because our kernels compute each
-token's row alone (:mod:`racer_bench.engine.engine_choice`); vLLM's are not row-invariant, and
+token's row alone (:mod:`racer_bench.engine.fast.engine_choice`); vLLM's are not row-invariant, and
 in bfloat16 its speculative outputs stop equalling its AR's (measured on an AVX512-BF16 EPYC,
 HumanEval-8, PLD: 2/8 identical at batch 1, 17/24 at batch 4, against all in float32).
 """

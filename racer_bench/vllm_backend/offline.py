@@ -25,11 +25,11 @@ from omegaconf import DictConfig, OmegaConf
 from tqdm.auto import tqdm
 
 from racer_bench.analysis import metrics as run_metrics
-from racer_bench.analysis import records
 from racer_bench.analysis.summary import summarize_batches
 from racer_bench.config.construct import construct, task_max_new_tokens
 from racer_bench.engine.drafter import Drafter, runs_on
 from racer_bench.errors import ConfigError
+from racer_bench.record import folder as records
 from racer_bench.run import runlock
 from racer_bench.run.config import validate
 from racer_bench.run.manifest import run_manifest

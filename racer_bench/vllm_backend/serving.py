@@ -21,9 +21,10 @@ from typing import Any
 from omegaconf import DictConfig
 from tqdm.auto import tqdm
 
-from racer_bench.analysis import records, serve_summary
+from racer_bench.analysis import serve_summary
 from racer_bench.config.construct import construct, task_max_new_tokens
 from racer_bench.errors import ConfigError
+from racer_bench.record import folder as records
 from racer_bench.run import runlock
 from racer_bench.run.manifest import run_manifest
 from racer_bench.system import hardware

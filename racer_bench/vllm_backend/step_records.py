@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from itertools import pairwise
 from typing import Any
 
-from racer_bench.analysis import records
+from racer_bench.record import folder as records
 
 
 def steps_from_counts(

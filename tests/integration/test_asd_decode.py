@@ -13,9 +13,9 @@ import pytest
 import torch
 
 from methods.pld import PLDDrafter
-from racer_bench.engine.asd import ASDVerifier
 from racer_bench.engine.structs import GenerationResult
 from racer_bench.engine.target import HFTarget
+from racer_bench.engine.verify.asd import ASDVerifier
 from tests.conftest import TINY_PROMPTS, ar_tokens, run_generate
 from tests.helpers import OracleDrafter
 

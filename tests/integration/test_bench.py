@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from racer_bench.engine.drafter import NullDrafter
-from racer_bench.run.bench import (
+from racer_bench.bench.bench_methods import contender
+from racer_bench.bench.common import (
     bench_record,
     identical_count,
     interleave,
@@ -11,7 +11,7 @@ from racer_bench.run.bench import (
     markdown_table,
     setting_line,
 )
-from racer_bench.run.bench_methods import contender
+from racer_bench.engine.drafter import NullDrafter
 from racer_bench.system.hardware import LoadMeter
 from tests.conftest import TINY_PROMPTS
 
@@ -61,15 +61,15 @@ def test_loop_runner_pld_matches_ar_and_table_counts_it(tiny_target, compose_cfg
     prompts = [list(p) for p in TINY_PROMPTS[:3]]
     tallies = interleave(runners, prompts, progress=False)
     assert identical_count(tallies["pld"], tallies["ar"]) == 3
-    assert tallies["ar"].mat == 1.0
-    assert tallies["pld"].mat >= 1.0
+    assert tallies["ar"].mean_accepted == 1.0
+    assert tallies["pld"].mean_accepted >= 1.0
     table = markdown_table(tallies, base="ar", reference="ar")
     assert "| pld |" in table and "3/3" in table
 
 
 def test_method_setup_routes_scheduler_overrides(tiny_target):
-    from racer_bench.engine.scheduler import ConfidenceScheduler, FixedScheduler
-    from racer_bench.run.bench import method_setup
+    from racer_bench.bench.common import method_setup
+    from racer_bench.engine.schedule.scheduler import ConfidenceScheduler, FixedScheduler
 
     drafter, scheduler = method_setup("racer", tiny_target, ["max_breadth=4"])
     assert isinstance(scheduler, FixedScheduler) and drafter.capacity == 15

@@ -6,7 +6,7 @@ import pytest
 import torch
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
-from racer_bench.engine import attention, bf16_gemm, kernel_library, small_gemm
+from racer_bench.engine.fast import attention, bf16_gemm, kernel_library, small_gemm
 from racer_bench.engine.structs import Draft
 from racer_bench.engine.target import HFTarget
 from racer_bench.errors import ConfigError
@@ -119,20 +119,20 @@ def test_native_llama_layers_follow_transformers_modules(dtype, atol) -> None:
     """The one-call layers give a tree step the logits transformers' modules give it, within
     the dtype's rounding (they round in the same places, in another order)."""
     target = fast_target(dtype=dtype, init_std=0.05)
-    assert target.engine_details["native_layers"] == "on"
+    assert target.engine_details["layer_stack"] == "on"
     prompt = list(b"native layers against transformers' own modules")
     got = []
-    for native in (target.native, None):
-        target.native = native
+    for native in (target.layer_stack, None):
+        target.layer_stack = native
         target.prefill(prompt[:-1])
         got.append(target.forward_tree(prompt[-1], TREE).logits)
     torch.testing.assert_close(got[0], got[1], rtol=0, atol=atol)
     assert torch.equal(got[0].argmax(-1), got[1].argmax(-1))
 
 
-def test_native_layers_are_off_where_unsupported(monkeypatch) -> None:
+def test_the_layer_stack_is_off_where_unsupported(monkeypatch) -> None:
     gemma = fast_target(architecture="gemma3", num_layers=2, dtype="bfloat16")
-    assert gemma.native is None and "gemma3" in gemma.engine_details["native_layers"]
-    monkeypatch.setenv("RACER_BENCH_NO_NATIVE_LAYERS", "1")
+    assert gemma.layer_stack is None and "gemma3" in gemma.engine_details["layer_stack"]
+    monkeypatch.setenv("RACER_BENCH_NO_LAYER_STACK", "1")
     llama = fast_target(dtype="bfloat16")
-    assert llama.native is None and "is set" in llama.engine_details["native_layers"]
+    assert llama.layer_stack is None and "is set" in llama.engine_details["layer_stack"]

@@ -71,17 +71,17 @@ class Runs:
             self.server.stdin.flush()
         return json.loads(self.server.stdout.readline())
 
-    def start(self, *argv: str) -> Run:
+    def start(self, *argv: str) -> FaultRun:
         self.count += 1
         err = self.tmp / f"stderr-{self.count}.txt"
-        return Run(self, int(self.ask("run", list(argv), str(err))), err)
+        return FaultRun(self, int(self.ask("run", list(argv), str(err))), err)
 
     def close(self) -> None:
         self.server.stdin.close()
         self.server.wait(timeout=60)
 
 
-class Run:
+class FaultRun:
     def __init__(self, runs: Runs, pid: int, err: Path) -> None:
         self.runs, self.pid, self.err = runs, pid, err
 
@@ -111,7 +111,7 @@ def complete_lines(run_dir: Path) -> tuple[list[bytes], bytes]:
     return data[:end].splitlines(), data[end:]
 
 
-def wait_for_lines(run: Run, run_dir: Path, n: int) -> None:
+def wait_for_lines(run: FaultRun, run_dir: Path, n: int) -> None:
     deadline = time.monotonic() + 300
     while len(complete_lines(run_dir)[0]) < n:
         assert run.running(), f"exited early: {run.err.read_text()[-2000:]}"

@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from racer_bench.analysis import frames, records
+from racer_bench.analysis import frames
 from racer_bench.errors import ConfigError
+from racer_bench.record import folder as records
 from racer_bench.run.grid import run_grid
 
 BASE = ["debug=cpu_tiny", "task=tiny", "task.limit=3", "method=pld", "max_new_tokens=16"]

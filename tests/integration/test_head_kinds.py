@@ -6,7 +6,7 @@ import pytest
 import torch
 from hydra import compose, initialize_config_dir
 
-from methods.heads import kind as head_kind
+from methods.common.heads import kind as head_kind
 from racer_bench.errors import ConfigError
 from tests.conftest import CONF_DIR, REPO
 from tests.integration.test_train_drafter import SOURCES

@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from racer_bench.engine import kernel_library
+from racer_bench.bench import profile_layer_phases as layer_phases
+from racer_bench.bench.bench_forward_cost import draft_of
+from racer_bench.engine.fast import kernel_library
 from racer_bench.models.loaders import tiny_random
-from racer_bench.run import layer_phases
-from racer_bench.run.bench_forward_cost import draft_of
 
 pytestmark = pytest.mark.skipif(
     kernel_library.unavailable_reason() is not None,
@@ -26,7 +26,7 @@ def phase_lib(tmp_path_factory):
 def fast_tiny():
     target = tiny_random(dtype="bfloat16", num_kv_heads=2)
     target.set_engine("fast")
-    assert target.native is not None
+    assert target.layer_stack is not None
     return target
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from racer_bench.engine import bf16_gemm, kernel_library
+from racer_bench.engine.fast import bf16_gemm, kernel_library
 from racer_bench.engine.structs import Draft
 from racer_bench.engine.target import HFTarget
 from racer_bench.models.loaders import tiny_random

@@ -8,9 +8,9 @@ from typing import Any, ClassVar
 import pytest
 from omegaconf import OmegaConf
 
-from racer_bench.analysis.records import load_prompts
 from racer_bench.config.construct import construct
 from racer_bench.errors import ConfigError, RunStopped
+from racer_bench.record.folder import load_prompts
 from racer_bench.run.runner import run
 from racer_bench.tasks.tiny import TinyTask
 

@@ -29,10 +29,10 @@ from methods.dspark import DSparkDrafter
 from methods.dspark.head import dspark_loss
 from methods.pld import PLDDrafter
 from racer_bench.engine.drafter import DrafterNeeds, NullDrafter
-from racer_bench.engine.sampling import SamplingVerifier
 from racer_bench.engine.structs import Draft, DraftContext, Feedback
 from racer_bench.engine.target import HFTarget, features
 from racer_bench.engine.tree import prune
+from racer_bench.engine.verify.sampling import SamplingVerifier
 from tests.conftest import ar_tokens, run_generate
 from tests.helpers import OracleDrafter, copyable_prompt
 

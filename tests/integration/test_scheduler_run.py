@@ -7,8 +7,8 @@ import json
 import pytest
 
 from racer_bench.analysis import frames, plots
-from racer_bench.analysis.records import PROMPTS_FILE, load_prompts
 from racer_bench.analysis.summary import summarize
+from racer_bench.record.folder import PROMPTS_FILE, load_prompts
 from racer_bench.run.runner import run
 from racer_bench.run.setup import PROFILE_FILE
 from tests.integration.test_runner import SMOKE
@@ -143,8 +143,8 @@ def test_the_scheduler_takes_the_cost_curve_of_the_threads_each_prompt_runs_on(t
 
 def test_a_synthetic_curve_does_not_follow_threads():
     """``linear:0.02`` does not depend on the machine: nothing is measured when threads change."""
-    from racer_bench.engine.cost import synthetic
-    from racer_bench.engine.scheduler import ConfidenceScheduler
+    from racer_bench.engine.schedule.cost import synthetic
+    from racer_bench.engine.schedule.scheduler import ConfidenceScheduler
     from racer_bench.run.setup import Mode, Setup
     from racer_bench.run.threads import follow_threads
 

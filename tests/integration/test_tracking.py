@@ -14,8 +14,8 @@ import pytest
 from omegaconf import DictConfig
 
 from racer_bench.analysis import frames, tracking
-from racer_bench.analysis import records as run_records
 from racer_bench.errors import ConfigError
+from racer_bench.record import folder as run_records
 from racer_bench.run.runner import run
 from tests.unit.test_frames import write_run
 

@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from methods.heads.kind import HeadKind, Sample, answer_roots
+from methods.common.heads.kind import HeadKind, Sample, answer_roots
 from racer_bench.engine.target import HFTarget
 
 

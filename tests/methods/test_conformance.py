@@ -7,11 +7,11 @@ import pytest
 import torch
 from hydra.utils import instantiate
 
+from methods.common.heads.layers import for_inference
 from methods.dspark.head import pass_last_feature
-from methods.heads.layers import for_inference
 from racer_bench.config.construct import constructor_node
-from racer_bench.engine.cost import CostProfile, synthetic
-from racer_bench.engine.scheduler import ConfidenceOptions, ConfidenceScheduler
+from racer_bench.engine.schedule.cost import CostProfile, synthetic
+from racer_bench.engine.schedule.scheduler import ConfidenceOptions, ConfidenceScheduler
 from racer_bench.engine.structs import Draft, DraftContext
 from tests.conftest import CONF_DIR, TINY_PROMPTS, ar_tokens, run_generate
 
@@ -165,7 +165,7 @@ def start_heads_from_the_target(drafter, target) -> None:
 
 def predictable_datastore(target, prompt: list[int], folder) -> str:
     """A REST datastore holding ``prompt`` and its greedy continuation."""
-    from methods.datastore import Datastore, separator_for, token_dtype
+    from methods.common.datastore import Datastore, separator_for, token_dtype
 
     vocab = target.vocab_size
     tokens = np.array(prompt + ar_tokens(target, prompt, max_new_tokens=64), token_dtype(vocab))

@@ -9,7 +9,7 @@ import sys
 import numpy as np
 import pytest
 
-from methods.datastore import (
+from methods.common.datastore import (
     DATASTORE_FOLDER,
     Datastore,
     auto_tokenizer,

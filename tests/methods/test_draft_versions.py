@@ -56,7 +56,7 @@ ComposeCfg = Callable[..., DictConfig]  # the compose_cfg fixture
 def fixed_datastore(target: HFTarget, folder: Path) -> str:
     """REST's datastore: the tiny prompts and their greedy continuations (its default corpus,
     the Python standard library, differs per Python version)."""
-    from methods.datastore import Datastore, separator_for, token_dtype
+    from methods.common.datastore import Datastore, separator_for, token_dtype
 
     vocab = target.vocab_size
     separator = separator_for(vocab)

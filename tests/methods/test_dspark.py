@@ -14,8 +14,8 @@ from methods.dspark.head import (
     dspark_loss,
     pass_last_feature,
 )
-from racer_bench.engine.sampling import SamplingVerifier
 from racer_bench.engine.structs import DraftContext
+from racer_bench.engine.verify.sampling import SamplingVerifier
 from tests.conftest import TINY_PROMPTS, ar_tokens, run_generate
 
 H, F, V, G, R = 16, 48, 40, 5, 6

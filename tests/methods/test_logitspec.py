@@ -7,8 +7,8 @@ import random
 import pytest
 import torch
 
+from methods.common.ngram_index import NgramIndex
 from methods.logitspec import LogitSpecDrafter, candidate_chains, length_for_rank
-from methods.ngram_index import NgramIndex
 from racer_bench.engine.structs import DraftContext, Source
 from racer_bench.engine.tree import node_depths
 from tests.conftest import TINY_PROMPTS, ar_tokens, run_generate

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from methods.draft_tree import _best_indices, _reindex, grow_tree
-from methods.heads.checkpoint import save_checkpoint
+from methods.common.draft_tree import _best_indices, _reindex, grow_tree
+from methods.common.heads.checkpoint import save_checkpoint
 from methods.medusa import MedusaDrafter
 from methods.medusa.head import MedusaHeads
 from racer_bench.engine.structs import DraftContext, Feedback
@@ -18,7 +18,7 @@ def best_nodes(
     tokens: list[int], parents: list[int], scores: list[float], budget: int
 ) -> tuple[list[int], list[int]]:
     """The ``budget`` best-scoring nodes whose ancestors are all kept, re-indexed: the selection
-    :func:`methods.draft_tree.grow_scored_tree` ends with."""
+    :func:`methods.common.draft_tree.grow_scored_tree` ends with."""
     return _reindex(tokens, parents, _best_indices(parents, scores, budget))
 
 

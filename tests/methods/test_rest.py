@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from methods.datastore import Datastore, separator_for, token_dtype
+from methods.common.datastore import Datastore, separator_for, token_dtype
 from methods.rest import RestDrafter, retrieve_draft
 from racer_bench.engine.structs import DraftContext, Source
 from racer_bench.engine.tree import check_draft, node_depths, path_to

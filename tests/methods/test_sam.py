@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from methods.datastore import corpus_cache_path, separator_for
+from methods.common.datastore import corpus_cache_path, separator_for
+from methods.common.sam_corpus import AUTOMATON_FOLDER
+from methods.common.suffix_automaton import FrozenAutomaton, SuffixAutomaton
 from methods.sam import SamDrafter, static_tree
-from methods.sam_corpus import AUTOMATON_FOLDER
-from methods.suffix_automaton import FrozenAutomaton, SuffixAutomaton
 from racer_bench.engine.structs import Draft, DraftContext, Feedback, Source
 from racer_bench.engine.tree import check_draft, node_depths, path_to
 from tests.conftest import REPO

@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from methods.suffix_automaton import FrozenAutomaton, Match, SuffixAutomaton
+from methods.common.suffix_automaton import FrozenAutomaton, Match, SuffixAutomaton
 
 
 def walk(automaton, pattern: list[int]) -> int:

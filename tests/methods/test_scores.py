@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-from methods.datastore import top_prefix_counts, top_prefixes
-from methods.draft_tree import grow_scored_tree, grow_tree
+from methods.common.datastore import top_prefix_counts, top_prefixes
+from methods.common.draft_tree import grow_scored_tree, grow_tree
 from methods.logitspec import Chain, chain_score, independent_chains, merged_chains
 from methods.lookahead import guess_draft
 from methods.pld import PLDDrafter, find_match

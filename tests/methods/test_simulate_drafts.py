@@ -1,4 +1,4 @@
-"""The model-free replay (racer_bench.analysis.replay, driven by scripts/simulate_drafts.py) on
+"""The model-free replay (racer_bench.replay.core, driven by scripts/simulate_drafts.py) on
 hand-made token sequences."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import random
 import pytest
 
 from methods.sam import SamDrafter
-from racer_bench.analysis import replay as sd
+from racer_bench.replay import core as sd
 
 
 class Scripted:
@@ -55,7 +55,7 @@ def test_replay_commits_accepted_plus_bonus_and_counts_mat():
     assert drafter.started == prompt
     assert drafter.contexts == [[1, 2, 10], [1, 2, 10, 11, 12, 13]]
     assert drafter.commits == [([11, 12, 13], [0, 1]), ([14, 15, 16], [0, 2, 3])]
-    assert sd.mat(steps) == 3.0
+    assert sd.replay_mat(steps) == 3.0
 
 
 def test_replay_without_drafts_is_autoregressive_and_prunes_to_the_room():
@@ -66,7 +66,7 @@ def test_replay_without_drafts_is_autoregressive_and_prunes_to_the_room():
     steps = sd.replay(deep, prompt, output, max_new_tokens=4)
     assert [(s.n_draft, s.accepted, s.committed) for s in steps] == [(2, 2, 3)]
     assert sd.replay(Scripted({}, 1), prompt, [10]) == []  # the prefill token only
-    assert math.isnan(sd.mat([]))
+    assert math.isnan(sd.replay_mat([]))
 
 
 @pytest.mark.parametrize("seed", range(4))

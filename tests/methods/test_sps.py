@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from methods.sps import SpSDrafter
-from racer_bench.engine.sampling import SamplingVerifier
 from racer_bench.engine.structs import Draft, DraftContext, Feedback
+from racer_bench.engine.verify.sampling import SamplingVerifier
 from racer_bench.errors import ConfigError
 from racer_bench.models.loaders import tiny_random
 from tests.conftest import TINY_PROMPTS, ar_tokens, run_generate

@@ -11,7 +11,7 @@ import pytest
 
 from methods.sam import SamDrafter
 from methods.suffix import SuffixDrafter
-from racer_bench.engine.sampling import SamplingVerifier
+from racer_bench.engine.verify.sampling import SamplingVerifier
 from tests.conftest import TINY_PROMPTS, ar_tokens, run_generate
 from tests.helpers import copyable_prompt
 

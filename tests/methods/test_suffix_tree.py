@@ -7,7 +7,7 @@ from collections import Counter
 
 import pytest
 
-from methods.suffix_tree import SuffixTree
+from methods.common.suffix_tree import SuffixTree
 
 
 def naive_counts(seqs: list[list[int]], max_depth: int) -> Counter:

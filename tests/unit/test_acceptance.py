@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from racer_bench.engine.acceptance import (
+from racer_bench.engine.schedule.acceptance import (
     NO_VALUE,
     AcceptanceEstimator,
     node_features,

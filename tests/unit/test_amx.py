@@ -8,7 +8,7 @@ import sys
 import pytest
 import torch
 
-from racer_bench.engine import amx_probe, bf16_gemm, kernel_library
+from racer_bench.engine.fast import amx_probe, bf16_gemm, kernel_library
 
 pytestmark = pytest.mark.skipif(
     kernel_library.unavailable_reason() is not None,

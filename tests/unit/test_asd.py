@@ -9,9 +9,9 @@ import torch
 from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
-from racer_bench.engine.asd import ASDVerifier, leaf_paths, scan_path, suffix_values
 from racer_bench.engine.structs import Draft
-from racer_bench.engine.verify import GreedyVerifier
+from racer_bench.engine.verify.asd import ASDVerifier, leaf_paths, scan_path, suffix_values
+from racer_bench.engine.verify.greedy import GreedyVerifier
 from tests.conftest import CONF_DIR
 
 V = 8

@@ -1,8 +1,8 @@
-"""scripts/bench_load.py (racer_bench.run.bench_load): contenders become CLI overrides."""
+"""scripts/bench_load.py (racer_bench.bench.bench_load): contenders become CLI overrides."""
 
 from __future__ import annotations
 
-from racer_bench.run.bench_load import contender_overrides as overrides
+from racer_bench.bench.bench_load import contender_overrides as overrides
 
 
 def test_a_contender_becomes_method_and_scheduler_overrides():

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from racer_bench.analysis import records
-from racer_bench.run import bench
+from racer_bench.bench import common as bench
+from racer_bench.record import folder as records
 
 
 def test_the_git_state_is_read_once_at_the_first_call(monkeypatch) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from methods.calibration import expected_calibration_error, sequential_temperatures, survival
+from methods.common.calibration import expected_calibration_error, sequential_temperatures, survival
 
 
 def test_ece_by_hand() -> None:

@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from racer_bench.engine import cost
+from racer_bench.engine.schedule import cost
 from racer_bench.errors import ConfigError
 
 

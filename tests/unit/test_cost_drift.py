@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from racer_bench.run import cost_drift
+from racer_bench.bench import bench_cost_drift as cost_drift
 
 
 def drifting_timer():

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from racer_bench.engine import engine_choice, kernel_library
+from racer_bench.engine.fast import engine_choice, kernel_library
 from racer_bench.models.loaders import tiny_random
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from racer_bench.engine import floor, kernel_library
+from racer_bench.engine.fast import floor, kernel_library
 from racer_bench.models.loaders import tiny_random
 from racer_bench.run.runner import floor_block
 

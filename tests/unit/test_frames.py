@@ -1,7 +1,7 @@
 """Run folders -> frames: loading, recomputed summaries, labels, pairing checks.
 
 ``write_run`` builds schema-true run folders without a model (records go through
-``records.generation_record``); the plot, table and notebook tests reuse it.
+``racer_bench.run.prompt.generation_record``); the plot, table and notebook tests reuse it.
 """
 
 from __future__ import annotations
@@ -14,8 +14,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from racer_bench.analysis import frames, metrics, records
+from racer_bench.analysis import frames, metrics
 from racer_bench.engine.structs import GenerationResult, Source, StepRecord
+from racer_bench.record import folder as records
+from racer_bench.run.prompt import generation_record
 from tests.conftest import CONF_DIR
 
 METRICS = {"tiny": "nonempty", "humaneval": "pass@1", "gsm8k": "accuracy", "mgsm_zh": "accuracy"}
@@ -53,7 +55,7 @@ def fake_steps(rng: np.random.Generator, n_tokens: int, accept: float, ranks: bo
 def fake_turn(tokens: list[int], steps: list[StepRecord]) -> dict[str, Any]:
     decode = sum(s.t_draft + s.t_verify + s.t_update for s in steps)
     result = GenerationResult(tokens, "x" * len(tokens), 0.02, decode, steps, "length")
-    return records.generation_record(result)
+    return generation_record(result)
 
 
 def fake_record(rng: np.random.Generator, index: int, category: str, spec: dict[str, Any]

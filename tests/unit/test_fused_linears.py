@@ -6,7 +6,7 @@ import pytest
 import torch
 from torch import nn
 
-from racer_bench.engine import fused_linears, kernel_library, small_gemm
+from racer_bench.engine.fast import fused_linears, kernel_library, small_gemm
 
 pytestmark = pytest.mark.skipif(kernel_library.unavailable_reason() is not None, reason="no kernel")
 

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import subprocess
+
 import pytest
 
-from racer_bench.engine import kernel_library
-from racer_bench.run import kernel_ab
+from racer_bench.bench import bench_kernel_ab as kernel_ab
+from racer_bench.engine.fast import kernel_library
+from tests.conftest import REPO
 
 pytestmark = pytest.mark.skipif(
     kernel_library.unavailable_reason() is not None,
@@ -48,3 +51,16 @@ def test_builds_are_named_by_short_sha() -> None:
     sha = kernel_ab.resolve("HEAD")
     assert len(sha) >= 7 and all(c in "0123456789abcdef" for c in sha)
     assert kernel_ab.resolve(kernel_ab.WORKTREE) == kernel_ab.WORKTREE
+
+
+OLD_LAYOUT = "8dcfff2"  # the last commit with the C sources in racer_bench/engine/csrc/
+
+
+def test_a_revision_from_before_the_fast_package_still_builds_its_sources() -> None:
+    known = subprocess.run(["git", "cat-file", "-e", f"{OLD_LAYOUT}^{{commit}}"], cwd=REPO,
+                           capture_output=True)  # fmt: skip
+    if known.returncode != 0:
+        pytest.skip(f"{OLD_LAYOUT} is not in this clone's history")
+    old = kernel_ab.kernel_sources(OLD_LAYOUT)
+    assert {"small_gemm.c", "row_attention.c", "decoder_layer.c"} <= set(old)
+    assert old == kernel_ab.kernel_sources(kernel_ab.WORKTREE)  # the move changed no source

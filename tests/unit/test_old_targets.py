@@ -1,7 +1,8 @@
 """Old run folders still resume after code moves: every ``_target_`` that a committed record's
-configuration names (curated and archived manifests and ``.hydra/config.yaml``) still resolves
-to an object, as ``resume=`` re-instantiates them: directly, through a package that re-exports
-a moved class, or through resume's table of moved targets (:data:`MOVED_TARGETS`)."""
+configuration names (curated manifests, bench records and ``.hydra/config.yaml``, plus those
+the archived records named before they left the tree, frozen in :data:`ARCHIVED`) resolves to
+an object once mapped through :func:`racer_bench.config.legacy.today`, as ``resume=``, the
+verifier grid and replay read them."""
 
 from __future__ import annotations
 
@@ -13,10 +14,20 @@ import pytest
 import yaml
 from hydra.utils import get_object
 
-from racer_bench.run.resume import MOVED_TARGETS, retarget
+from racer_bench.config import legacy
 from tests.conftest import REPO
 
-RECORDS = REPO / "results"
+RECORDS = (REPO / "results", REPO / "docs" / "bench")
+# targets the records of results/archive/ named (that folder left the tree; docs/archive.md)
+ARCHIVED = [
+    "methods.dspark.DSparkDrafter",
+    "methods.eagle3.Eagle3Drafter",
+    "racer_bench.asd.ASDVerifier",
+    "racer_bench.engine.scheduler.ConfidenceScheduler",
+    "racer_bench.engine.scheduler.FixedScheduler",
+    "racer_bench.engine.scheduler_settings.FixedSettings",
+    "racer_bench.verify.GreedyVerifier",
+]
 
 
 def targets(node: Any) -> Iterator[str]:
@@ -32,31 +43,45 @@ def targets(node: Any) -> Iterator[str]:
 
 
 def recorded_targets() -> set[str]:
-    found: set[str] = set()
-    for path in sorted(RECORDS.rglob("manifest.json")):
-        found |= set(targets(json.loads(path.read_text(encoding="utf-8")).get("config")))
-    for path in sorted(RECORDS.rglob(".hydra/config.yaml")):
-        found |= set(targets(yaml.safe_load(path.read_text(encoding="utf-8"))))
+    found: set[str] = set(ARCHIVED)
+    for root in RECORDS:
+        for path in sorted(root.rglob("manifest.json")):
+            found |= set(targets(json.loads(path.read_text(encoding="utf-8")).get("config")))
+        for path in sorted(root.rglob(".hydra/config.yaml")):
+            found |= set(targets(yaml.safe_load(path.read_text(encoding="utf-8"))))
     return found
 
 
 TARGETS = sorted(recorded_targets())
 
 
-def test_records_name_targets() -> None:
-    assert "racer_bench.models.load_smollm2" in TARGETS
+def test_records_name_targets_of_before_the_moves() -> None:
+    assert "racer_bench.models.load_smollm2" in TARGETS  # a re-export that is gone
+    assert "racer_bench.engine.asd.ASDVerifier" in TARGETS  # a module that moved
 
 
 @pytest.mark.parametrize("target", TARGETS)
 def test_a_recorded_target_still_resolves(target: str) -> None:
-    assert callable(get_object(MOVED_TARGETS.get(target, target)))
+    assert callable(get_object(legacy.today(target)))
 
 
-def test_resume_points_moved_targets_at_their_new_place() -> None:
+def test_todays_names_are_fixed_points() -> None:
+    for target in TARGETS:
+        assert legacy.today(legacy.today(target)) == legacy.today(target)
+    assert legacy.today("racer_bench.engine.verify.asd.ASDVerifier") == (
+        "racer_bench.engine.verify.asd.ASDVerifier"
+    )
+
+
+def test_a_package_that_moved_keeps_its_inner_path() -> None:
+    assert legacy.today("methods.heads.kind.HeadKind") == "methods.common.heads.kind.HeadKind"
+
+
+def test_retarget_points_moved_targets_at_their_new_place() -> None:
     saved = {"verifier": {"_target_": "racer_bench.asd.ASDVerifier", "budget": 8},
              "grid": [{"_target_": "racer_bench.verify.GreedyVerifier"}], "seed": 0}  # fmt: skip
-    assert retarget(saved) == {
-        "verifier": {"_target_": "racer_bench.engine.asd.ASDVerifier", "budget": 8},
-        "grid": [{"_target_": "racer_bench.engine.verify.GreedyVerifier"}],
+    assert legacy.retarget(saved) == {
+        "verifier": {"_target_": "racer_bench.engine.verify.asd.ASDVerifier", "budget": 8},
+        "grid": [{"_target_": "racer_bench.engine.verify.greedy.GreedyVerifier"}],
         "seed": 0,
     }

@@ -10,7 +10,7 @@ from omegaconf import OmegaConf
 
 from racer_bench.config import construct
 from racer_bench.config import paths as configs
-from racer_bench.engine.kernel_library import kernel_dir
+from racer_bench.engine.fast.kernel_library import kernel_dir
 from racer_bench.tasks.tiny import TinyTask
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from racer_bench.analysis import metrics
-from racer_bench.analysis.records import repeat_id
+from racer_bench.record.folder import repeat_id
 from racer_bench.run.runner import prompts_to_run
 from racer_bench.tasks.base import Prompt
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from racer_bench import reproduce
-from racer_bench.analysis import records
+from racer_bench.record import folder as records
 from tests.conftest import CONF_DIR, REPO
 
 

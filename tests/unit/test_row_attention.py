@@ -13,7 +13,7 @@ import itertools
 import pytest
 import torch
 
-from racer_bench.engine import kernel_library, small_gemm
+from racer_bench.engine.fast import kernel_library, small_gemm
 
 pytestmark = pytest.mark.skipif(
     kernel_library.unavailable_reason() is not None,

@@ -12,8 +12,8 @@ import time
 
 import pytest
 
-from racer_bench.analysis import records
 from racer_bench.errors import ConfigError
+from racer_bench.record import folder as records
 from racer_bench.run import runlock
 from tests.conftest import REPO
 

@@ -25,10 +25,10 @@ import pytest
 import torch
 from hydra.utils import instantiate
 
-import racer_bench.engine.sampling as sampling
-from racer_bench.engine.sampling import SamplingVerifier, sample_token, warp_logits
+import racer_bench.engine.verify.sampling as sampling
 from racer_bench.engine.structs import Draft
-from racer_bench.engine.verify import GreedyVerifier
+from racer_bench.engine.verify.greedy import GreedyVerifier
+from racer_bench.engine.verify.sampling import SamplingVerifier, sample_token, warp_logits
 
 V = 5
 N_CALLS = 8000

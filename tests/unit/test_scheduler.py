@@ -10,16 +10,16 @@ import numpy as np
 import pytest
 import torch
 
-from racer_bench.engine.acceptance import survival
-from racer_bench.engine.cost import CostProfile, synthetic
-from racer_bench.engine.scheduler import (
+from racer_bench.engine.schedule.acceptance import survival
+from racer_bench.engine.schedule.cost import CostProfile, synthetic
+from racer_bench.engine.schedule.scheduler import (
     ConfidenceOptions,
     ConfidenceScheduler,
     FixedScheduler,
     best_prefix,
 )
 from racer_bench.engine.structs import AuxBranch, Draft, Source
-from racer_bench.engine.verify import greedy_accept
+from racer_bench.engine.verify.greedy import greedy_accept
 
 # Small hand-made trees (parent arrays, topological).
 TREES = [
@@ -153,7 +153,7 @@ def test_bad_scheduler_keys_are_rejected_before_loading(compose_cfg) -> None:
 
 
 def test_counterfactual_trials_judge_cut_nodes_by_the_committed_tokens() -> None:
-    from racer_bench.engine.scheduler import counterfactual_trials
+    from racer_bench.engine.schedule.scheduler import counterfactual_trials
 
     # root children 0 (tok 5), 1 (tok 6); 0's children 2 (tok 7), 3 (tok 8); 3's child 4 (tok 9)
     parents, tokens = [-1, -1, 0, 0, 3], [5, 6, 7, 8, 9]

@@ -9,9 +9,9 @@ import pytest
 from omegaconf import OmegaConf
 
 from racer_bench.config.schema import RESERVED_KEYS
-from racer_bench.engine.cost import synthetic
-from racer_bench.engine.scheduler import ConfidenceOptions, ConfidenceScheduler
-from racer_bench.engine.scheduler_settings import (
+from racer_bench.engine.schedule.cost import synthetic
+from racer_bench.engine.schedule.scheduler import ConfidenceOptions, ConfidenceScheduler
+from racer_bench.engine.schedule.settings import (
     ROUTING_KEYS,
     AutoSettings,
     ConfidenceSettings,
@@ -77,7 +77,7 @@ def test_auto_refuses_a_confidence_key_it_would_ignore():
 
 
 def test_a_key_nobody_reads_is_refused():
-    node = {"_target_": "racer_bench.engine.scheduler_settings.FixedSettings", "explore": 0.1}
+    node = {"_target_": "racer_bench.engine.schedule.settings.FixedSettings", "explore": 0.1}
     with pytest.raises(ConfigError, match="explore"):
         settings_of(node)
 
@@ -97,14 +97,18 @@ def test_configs_without_a_scheduler_get_the_fixed_one_sized_by_hardware():
 
 
 def test_saved_configs_naming_the_scheduler_classes_still_load():
-    old = {"_target_": "racer_bench.engine.scheduler.ConfidenceScheduler", "_partial_": True,
+    old = {"_target_": "racer_bench.engine.schedule.scheduler.ConfidenceScheduler", "_partial_":
+    True,
            "draft_sizing": "gpu", "profile": "auto", "prior_mean": 0.5}  # fmt: skip
     assert settings_of(old) == ConfidenceSettings()
     cfg = OmegaConf.create({"scheduler": old})
     upgrade(cfg)
     assert "_partial_" not in cfg.scheduler
-    assert cfg.scheduler._target_ == "racer_bench.engine.scheduler_settings.ConfidenceSettings"
-    fixed = {"_target_": "racer_bench.engine.scheduler.FixedScheduler", "draft_sizing": "cpu"}
+    assert cfg.scheduler._target_ == "racer_bench.engine.schedule.settings.ConfidenceSettings"
+    fixed = {
+        "_target_": "racer_bench.engine.schedule.scheduler.FixedScheduler",
+        "draft_sizing": "cpu",
+    }
     assert settings_of(fixed) == FixedSettings("cpu")
 
 
@@ -116,7 +120,7 @@ def test_a_run_saved_with_the_scheduler_class_resumes(compose_cfg, tmp_path):
 
     cfg = compose_cfg("model=tiny_random", "task=tiny", "method=racer", "scheduler=confidence")
     saved = OmegaConf.to_container(cfg, resolve=True)
-    saved["scheduler"] |= {"_target_": "racer_bench.engine.scheduler.ConfidenceScheduler",
+    saved["scheduler"] |= {"_target_": "racer_bench.engine.schedule.scheduler.ConfidenceScheduler",
                            "_partial_": True}  # fmt: skip
     manifest = {"config": saved, "choices": {"method": "racer", "scheduler": "confidence"}}
     (tmp_path / "manifest.json").write_text(json.dumps(manifest))

@@ -6,7 +6,7 @@ import pytest
 import torch
 from torch import nn
 
-from racer_bench.engine import kernel_library, small_gemm
+from racer_bench.engine.fast import kernel_library, small_gemm
 
 pytestmark = pytest.mark.skipif(
     kernel_library.unavailable_reason() is not None,
@@ -76,7 +76,7 @@ def test_float64_linears_are_not_replaced() -> None:
 
 @pytest.mark.parametrize("engine", ["auto", "fast", "eager"])
 def test_draft_heads_use_the_kernel_unless_the_engine_is_eager(engine: str) -> None:
-    from methods.heads.layers import for_inference
+    from methods.common.heads.layers import for_inference
     from methods.medusa.head import MedusaHeads
 
     torch.manual_seed(0)

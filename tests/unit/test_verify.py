@@ -3,7 +3,7 @@ from __future__ import annotations
 import torch
 
 from racer_bench.engine.structs import Draft
-from racer_bench.engine.verify import GreedyVerifier, greedy_accept
+from racer_bench.engine.verify.greedy import GreedyVerifier, greedy_accept
 
 
 def one_hot_logits(argmax: list[int], vocab: int = 10) -> torch.Tensor:

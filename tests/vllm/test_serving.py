@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from racer_bench.analysis import records
 from racer_bench.analysis import serve_summary as ss
 from racer_bench.analysis.runs import load_run
 from racer_bench.analysis.serve_tables import load_serve_runs, plot_serving, serve_tables
 from racer_bench.errors import ConfigError
+from racer_bench.record import folder as records
 from racer_bench.tasks.base import Prompt
 from racer_bench.vllm_backend import serve_records as sr
 from racer_bench.vllm_backend.server import serve_command

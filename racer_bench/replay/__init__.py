@@ -1,0 +1,1 @@
+"""Recorded outputs replayed through drafters, without the model."""
