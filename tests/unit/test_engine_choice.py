@@ -102,3 +102,23 @@ def test_the_probe_tells_the_row_invariant_engine_in_bfloat16(engine, exact) -> 
     target = tiny_random(dtype="bfloat16", num_kv_heads=2, init_std=0.05)
     target.set_engine(engine)
     assert engine_choice.probe_exact(target) is exact
+
+
+def test_a_candidate_is_timed_only_after_its_warm_up(tiny_target, monkeypatch) -> None:
+    calls: list[int] = []
+    real = engine_choice.cost.target_timer
+
+    def counting(target, context):
+        timer = real(target, context)
+
+        def timed(n: int) -> float:
+            calls.append(n)
+            return timer(n)
+
+        return timed
+
+    monkeypatch.setattr(engine_choice.cost, "target_timer", counting)
+    timings = engine_choice.engine_timings(tiny_target, reps=2, tree_tokens=4, warm_s=0.05)
+    assert timings["warmup_rounds"] >= engine_choice.WARM_ROUNDS
+    assert timings["warmup_s"] >= 0.05
+    assert len(calls) == 2 * timings["warmup_rounds"] + 2 * 2  # warm pairs, then the timed ones
