@@ -45,10 +45,11 @@ def spec_acceptance(result: Mapping[str, Any]) -> dict[str, Any] | None:
     """vLLM's spec-decode counters over one bench run (None without speculation)."""
     if "spec_decode_acceptance_length" not in result:
         return None
+    # vLLM writes the overall rate in percent but the per-position rates as fractions (they
+    # sum to accepted tokens per draft, the acceptance length minus 1)
     return {"length": result["spec_decode_acceptance_length"],
             "rate": result["spec_decode_acceptance_rate"] / 100.0,
-            "per_position": [r / 100.0 for r in
-                             result.get("spec_decode_per_position_acceptance_rates", [])],
+            "per_position": list(result.get("spec_decode_per_position_acceptance_rates", [])),
             "drafts": result.get("spec_decode_num_drafts"),
             "draft_tokens": result.get("spec_decode_draft_tokens"),
             "accepted_tokens": result.get("spec_decode_accepted_tokens")}  # fmt: skip

@@ -50,7 +50,7 @@ def bench_result(texts: list[str], lens: list[int], ttft: float, step: float,
             result[key] = value * 1e3
     if spec:
         result |= {"spec_decode_acceptance_length": 2.5, "spec_decode_acceptance_rate": 50.0,
-                   "spec_decode_per_position_acceptance_rates": [80.0, 60.0, 10.0],
+                   "spec_decode_per_position_acceptance_rates": [0.8, 0.6, 0.1],
                    "spec_decode_num_drafts": 10, "spec_decode_draft_tokens": 30,
                    "spec_decode_accepted_tokens": 15}  # fmt: skip
     return result
