@@ -69,4 +69,5 @@ def run_load(
     if governor:
         load |= governor.report()
         load["warning"] = hardware.load_warning(load)
+        load["alone"] = load["warning"] is None
     return load

@@ -255,14 +255,16 @@ def load_warning(load: dict[str, Any]) -> str | None:
         reasons.append(f"other processes used {others:.0%} of the machine's CPU")
     if steal is not None and steal > STEAL_SHARE_LIMIT:
         reasons.append(f"the hypervisor stole {steal:.0%} of CPU time")
-    if not reasons:
-        return None
+    # a prompt the governor gave fewer threads saw busy cores, even where the run's average
+    # share of other work stayed under the limit
     fewer = {int(k): v for k, v in (load.get("threads_per_prompt") or {}).items()
              if int(k) < load.get("threads_requested", 0)}  # fmt: skip
     if fewer:
         counts = ", ".join(f"{v} on {k}" for k, v in sorted(fewer.items()))
         reasons.append(f"prompts ran on fewer threads than the {load['threads_requested']} "
                        f"requested to leave the busy cores alone ({counts})")  # fmt: skip
+    if not reasons:
+        return None
     return "machine not alone during the run: " + "; ".join(reasons) + " (speeds may be low)"
 
 

@@ -244,3 +244,26 @@ def test_thread_governor_follows_the_measured_neighbours(monkeypatch) -> None:
     assert report == {"threads_requested": 2, "threads_per_prompt": {"1": 1, "2": 1}}
     warning = hardware.load_warning({"others_share": 0.25, "steal_share": 0.0, **report})
     assert "fewer threads than the 2 requested" in warning and "1 on 1" in warning
+
+
+def test_a_prompt_on_fewer_threads_makes_the_run_not_alone_however_small_the_share() -> None:
+    report = {"threads_requested": 2, "threads_per_prompt": {"1": 1, "2": 25}}
+    warning = hardware.load_warning({"others_share": 0.01, "steal_share": 0.0, **report})
+    assert warning is not None and "1 on 1" in warning
+    full = {"threads_requested": 2, "threads_per_prompt": {"2": 26}}
+    assert hardware.load_warning({"others_share": 0.01, "steal_share": 0.0, **full}) is None
+
+
+def test_run_load_recomputes_alone_with_the_threads_each_prompt_had() -> None:
+    from racer_bench.run.threads import run_load
+
+    class Meter:
+        def stop(self, steps: int) -> dict:
+            return {"others_share": 0.01, "steal_share": 0.0, "warning": None, "alone": True}
+
+    class Governor:
+        def report(self) -> dict:
+            return {"threads_requested": 2, "threads_per_prompt": {"1": 1, "2": 3}}
+
+    load = run_load(Meter(), 10, Governor())  # type: ignore[arg-type]
+    assert load["alone"] is False and "fewer threads" in load["warning"]
