@@ -218,7 +218,7 @@ def markdown_table(tallies: dict[str, ContenderTally], base: str, reference: str
 def totals(tallies: dict[str, ContenderTally]) -> dict[str, dict[str, Any]]:
     """Per-contender tokens, seconds, MAT and steps (JSON-ready)."""
     return {
-        name: {"tokens": t.tokens, "seconds": t.seconds, "mat": t.mat, "steps": t.steps}
+        name: {"tokens": t.tokens, "seconds": t.seconds, "mat": t.mean_accepted, "steps": t.steps}
         for name, t in tallies.items()
     }
 

@@ -97,7 +97,7 @@ def test_configs_without_a_scheduler_get_the_fixed_one_sized_by_hardware():
 
 
 def test_saved_configs_naming_the_scheduler_classes_still_load():
-    old = {"_target_": "racer_bench.engine.schedule.scheduler.ConfidenceScheduler", "_partial_":
+    old = {"_target_": "racer_bench.engine.scheduler.ConfidenceScheduler", "_partial_":
     True,
            "draft_sizing": "gpu", "profile": "auto", "prior_mean": 0.5}  # fmt: skip
     assert settings_of(old) == ConfidenceSettings()
@@ -106,7 +106,7 @@ def test_saved_configs_naming_the_scheduler_classes_still_load():
     assert "_partial_" not in cfg.scheduler
     assert cfg.scheduler._target_ == "racer_bench.engine.schedule.settings.ConfidenceSettings"
     fixed = {
-        "_target_": "racer_bench.engine.schedule.scheduler.FixedScheduler",
+        "_target_": "racer_bench.engine.scheduler.FixedScheduler",
         "draft_sizing": "cpu",
     }
     assert settings_of(fixed) == FixedSettings("cpu")
@@ -120,7 +120,7 @@ def test_a_run_saved_with_the_scheduler_class_resumes(compose_cfg, tmp_path):
 
     cfg = compose_cfg("model=tiny_random", "task=tiny", "method=racer", "scheduler=confidence")
     saved = OmegaConf.to_container(cfg, resolve=True)
-    saved["scheduler"] |= {"_target_": "racer_bench.engine.schedule.scheduler.ConfidenceScheduler",
+    saved["scheduler"] |= {"_target_": "racer_bench.engine.scheduler.ConfidenceScheduler",
                            "_partial_": True}  # fmt: skip
     manifest = {"config": saved, "choices": {"method": "racer", "scheduler": "confidence"}}
     (tmp_path / "manifest.json").write_text(json.dumps(manifest))
