@@ -1,6 +1,6 @@
 """One prompt, every contender back to back: the AR baseline, the method (and strict greedy
 for a lossy verifier) through our decode loop, ``generate()`` with a reference; the order
-alternates with the prompt index so drift hits all alike."""
+rotates with the prompt index so drift hits all alike."""
 
 from __future__ import annotations
 
@@ -41,8 +41,8 @@ def contenders(
     setup: Setup, index: int, repeat: int = 0
 ) -> list[tuple[str, Callable[[Prompt], list[dict[str, Any]]]]]:
     """Record key and turn generator of every mode (and of ``generate()`` with a reference),
-    in the order prompt ``index`` runs them: reversed on odd prompts (and on every other
-    repeat), so drift hits all alike; a repeat keeps the prompt's seed."""
+    in the order prompt ``index`` runs them: shifted by the index (and the repeat), so drift
+    hits all alike (two contenders alternate); a repeat keeps the prompt's seed."""
     seed = setup.cfg.seed + index
     out: list[tuple[str, Callable[[Prompt], list[dict[str, Any]]]]] = [
         (m.name, lambda p, m=m: generate_turns(setup, m, p, seed)) for m in setup.modes
@@ -50,7 +50,8 @@ def contenders(
     if setup.reference is not None:
         ref = setup.reference
         out.append((REFERENCE, lambda p: reference_turns(ref, setup.task, p, setup.max_new_tokens)))
-    return out if (index + repeat) % 2 == 0 else out[::-1]
+    shift = (index + repeat) % len(out)  # over len(out) prompts, each contender in each place
+    return [*out[shift:], *out[:shift]]
 
 
 def run_prompt(setup: Setup, prompt: Prompt, index: int, repeat: int = 0) -> dict[str, Any]:
@@ -67,7 +68,7 @@ def run_prompt(setup: Setup, prompt: Prompt, index: int, repeat: int = 0) -> dic
         key = "score" if mode.name == "method" else f"{mode.name}_score"
         record[key] = setup.task.score(prompt, texts)
     compare_with_strict(setup.target, setup.task, prompt, record)  # lossy verifiers only
-    if "baseline" in record:
+    if "baseline" in record and "method" in record:
         record["identical"] = [t["tokens"] for t in record["method"]["turns"]] == [
             t["tokens"] for t in record["baseline"]["turns"]
         ]
