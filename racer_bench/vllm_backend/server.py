@@ -39,7 +39,7 @@ def free_port() -> int:
 def serve_command(model_path: str, port: int, backend: DictConfig, dtype: str, seed: int,
                   speculative: dict[str, Any] | None, gpu: bool = False) -> list[str]:  # fmt: skip
     """vLLM's OpenAI server (``vllm serve``) with the offline engines' settings
-    (:func:`.offline.llm_kwargs`): the same dtype, seed, context, eager mode and prefix
+    (:func:`.engines.llm_kwargs`): the same dtype, seed, context, eager mode and prefix
     caching, and the method's ``speculative_config`` (None: the AR baseline)."""
     prefix = bool(backend.get("prefix_caching", False))
     cmd = [*SERVER_MODULE, "--model", model_path, "--host", HOST, "--port", str(port),

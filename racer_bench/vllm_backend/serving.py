@@ -1,10 +1,10 @@
 """``backend=vllm_serve``: AR and the method behind vLLM's OpenAI server, over a concurrency sweep.
 
-Two ``vllm serve`` processes run on loopback with the offline backend's engine settings
-(:mod:`.offline`): one without speculation (the baseline) and one with the method. For each
-concurrency, vLLM's own load generator (``vllm bench serve``, run in this process) sends the
-task's prompts to both, the order alternating per concurrency, greedy, with the native loop's
-stop rule and generation length; its result JSONs (throughput, TTFT / TPOT / ITL / E2EL
+Two ``vllm serve`` processes run on loopback, planned as the offline backend's engines are
+(:func:`.engines.plan_pair`): one without speculation (the baseline) and one with the method.
+For each concurrency, vLLM's own load generator (``vllm bench serve``, run in this process)
+sends the task's prompts to both, the order alternating per concurrency, greedy, with the native
+loop's stop rule and generation length; its result JSONs (throughput, TTFT / TPOT / ITL / E2EL
 percentiles, per-request timings and texts, acceptance per position) are kept in ``serve/``
 and turned into records and a summary by :mod:`.serve_records`. A method that learns across
 requests gets a fresh server per concurrency. Multi-turn prompts are served their first turn.
@@ -22,28 +22,21 @@ from omegaconf import DictConfig
 from tqdm.auto import tqdm
 
 from racer_bench.analysis import serve_summary
-from racer_bench.config.construct import construct, task_max_new_tokens
+from racer_bench.config.construct import construct
 from racer_bench.errors import ConfigError
 from racer_bench.record import folder as records
-from racer_bench.run import runlock
 from racer_bench.run.manifest import run_manifest
 from racer_bench.system import hardware
 from racer_bench.tasks.base import Prompt, Task
 from racer_bench.vllm_backend import serve_records
 from racer_bench.vllm_backend.compat import SUPPORTED_VLLM, is_supported
-from racer_bench.vllm_backend.offline import (
-    STEP_LOG,
+from racer_bench.vllm_backend.engines import (
     WARM_UP_TEXT,
+    PairPlan,
     StepLog,
-    check_vllm,
-    engine_env,
-    engine_settings,
-    inside_vllm,
-    keeps_state,
     manifest_env,
-    proposer_spec,
-    speculative_config,
-    validate_choices,
+    open_run,
+    plan_pair,
 )
 from racer_bench.vllm_backend.server import VllmServer, free_port, serve_command
 
@@ -99,22 +92,17 @@ def run_bench(args: list[str]) -> dict[str, Any]:
 class ServerPair:
     """The baseline server and the method's server, built from the same settings."""
 
-    def __init__(self, cfg: DictConfig, run_dir: Path, method: Any, model_path: str,
-                 max_new: int, settings: dict[str, Any]) -> None:  # fmt: skip
-        backend = cfg.backend
-        self.k = int(backend.num_speculative_tokens)
-        self.speculative = speculative_config(method, self.k)
+    def __init__(self, plan: PairPlan, run_dir: Path) -> None:
+        """Both servers' settings from ``plan`` (:func:`.engines.plan_pair`); none starts yet."""
+        self.k = plan.k
+        self.speculative = plan.speculative
         self.folder = run_dir / serve_summary.RESULTS_DIR
-        self.step_log = StepLog(run_dir / STEP_LOG)
-        spec_json = proposer_spec(cfg, method, max_new, run_dir)
-        self.envs = {"baseline": engine_env(backend, None, settings["env"]),
-                     "method": engine_env(backend, spec_json if self.speculative and
-                                          self.speculative["method"] == "custom_class"
-                                          else None, settings["env"])}  # fmt: skip
-        self.model_path = model_path
-        self.build = (backend, str(settings["dtype"]), int(cfg.seed))
-        self.timeout = float(backend.ready_timeout_s)
-        self.stateful = keeps_state(method)
+        self.step_log = StepLog(plan.step_log)
+        self.envs = plan.served_envs()
+        self.model_path = plan.model_path
+        self.build = plan.build[1:]  # (backend, dtype, seed)
+        self.timeout = float(plan.backend.ready_timeout_s)
+        self.stateful = plan.stateful
         self.servers: dict[str, VllmServer] = {}
         # e.g. read the servers' CPU time: a stopped server's engine process would otherwise
         # count as another program's load (it is no longer our descendant once it exits)
@@ -140,7 +128,7 @@ class ServerPair:
         self.step_log.read_new()  # the warm-up's notes are not part of the run
 
     def restart_if_stateful(self) -> None:
-        """A method that learns across requests (:func:`.offline.keeps_state`) gets a fresh
+        """A method that learns across requests (:func:`.engines.keeps_state`) gets a fresh
         server."""
         if self.stateful:
             if self.before_stop is not None:
@@ -160,15 +148,7 @@ class ServerPair:
 
 def run(cfg: DictConfig, run_dir: Path, choices: dict[str, str]) -> dict[str, Any]:
     """One serving sweep into ``run_dir``; returns the summary."""
-    validate_choices(cfg, choices)
-    validate_serving(cfg)
-    check_vllm()
-    run_dir = Path(run_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    with runlock.hold(run_dir):
-        if (run_dir / records.MANIFEST_FILE).exists():
-            raise ConfigError(f"{run_dir} already holds a run; write to another folder")
-        return run_in(cfg, run_dir, choices)
+    return open_run(cfg, run_dir, choices, run_in, checks=(validate_serving,))
 
 
 def validate_serving(cfg: DictConfig) -> None:
@@ -183,9 +163,8 @@ def run_in(cfg: DictConfig, run_dir: Path, choices: dict[str, str]) -> dict[str,
     task: Task = construct(cfg.task, "task")
     target = construct(cfg.model, "model")
     method = construct(cfg.method, "method", vocab_size=target.vocab_size)
-    receives = inside_vllm(method, cfg.backend.get("draft_length", "auto"))
-    max_new = task_max_new_tokens(task, cfg.max_new_tokens)
-    settings = engine_settings(cfg, target)
+    plan = plan_pair(cfg, run_dir, task, target, method)
+    max_new = plan.max_new
     prompts = task.load()
     multi_turn = sum(len(p.turns) > 1 for p in prompts)
     if multi_turn:
@@ -193,11 +172,11 @@ def run_in(cfg: DictConfig, run_dir: Path, choices: dict[str, str]) -> dict[str,
     ids = first_turns(prompts, task, target.tokenizer)
     dataset = run_dir / serve_summary.RESULTS_DIR / DATASET_FILE
     write_dataset(dataset, [target.tokenizer.decode(i) for i in ids], max_new)
-    servers = ServerPair(cfg, run_dir, method, str(target.model.name_or_path), max_new, settings)
+    servers = ServerPair(plan, run_dir)
     info = run_manifest(cfg, choices, target, method, task, max_new, verifier="greedy",
-                        lossless=True, dtype=settings["dtype"], hardware=settings["hardware"],
-                        backend=backend_record(cfg, servers, receives, settings, multi_turn),
-                        engine={"engine": "vllm_serve", "dtype": settings["dtype"]})  # fmt: skip
+                        lossless=True, dtype=plan.dtype, hardware=plan.settings["hardware"],
+                        backend=backend_record(cfg, plan, multi_turn),
+                        engine={"engine": "vllm_serve", "dtype": plan.dtype})  # fmt: skip
     records.write_json(run_dir / records.MANIFEST_FILE, info)
     (run_dir / records.INCOMPLETE_FILE).write_text("run not finished\n")
     meter = hardware.LoadMeter(include_children=True).start()
@@ -211,7 +190,7 @@ def run_in(cfg: DictConfig, run_dir: Path, choices: dict[str, str]) -> dict[str,
     summary = serve_summary.summarize_serving(run_dir, records.load_prompts(run_dir))
     fingerprint = info["hardware"]
     summary |= {"metric": task.metric, "run_dir": str(run_dir), "backend": "vllm",
-                "label": receives.get("label"), "load": load, "load_warning": load["warning"],
+                "label": plan.receives.get("label"), "load": load, "load_warning": load["warning"],
                 "prompt_tokens_match": prompt_tokens_match(run_dir, ids, cfg.backend.concurrency),
                 "hardware": {"id": fingerprint["id"], "label": fingerprint["label"]}}  # fmt: skip
     records.write_json(run_dir / records.SUMMARY_FILE, summary)
@@ -247,19 +226,16 @@ def prompt_tokens_match(run_dir: Path, ids: Sequence[list[int]], levels: Sequenc
     return sum(int(a) == len(b) for a, b in zip(lens, ids, strict=False)) / max(len(ids), 1)
 
 
-def backend_record(cfg: DictConfig, servers: ServerPair, receives: dict[str, Any],
-                   settings: dict[str, Any], multi_turn: int) -> dict[str, Any]:  # fmt: skip
-    """The manifest's ``backend`` block: vLLM version, server settings, the sweep."""
+def backend_record(cfg: DictConfig, plan: PairPlan, multi_turn: int) -> dict[str, Any]:
+    """The manifest's ``backend`` block: vLLM version, server settings
+    (:meth:`.engines.PairPlan.engine_record`, one prefix-caching flag for both), the sweep."""
     import vllm
 
     return {"name": "vllm", "mode": "serve", "vllm_version": vllm.__version__,
             "vllm_supported": SUPPORTED_VLLM,
             "vllm_version_supported": is_supported(vllm.__version__),
-            "model_path": Path(servers.model_path).name, "dtype": settings["dtype"],
-            "dtype_why": settings["dtype_why"], "threads": settings["threads"],
-            "prefix_caching": bool(cfg.backend.get("prefix_caching", False)),
-            "speculative_config": servers.speculative, "engine_env": servers.recorded_env(),
-            "inside_vllm": receives, "concurrency": list(cfg.backend.concurrency),
+            **plan.engine_record(bool(cfg.backend.get("prefix_caching", False))),
+            "concurrency": list(cfg.backend.concurrency),
             "load_generator": "vllm bench serve (in process), request rate inf",
             "turns_served": "first", "multi_turn_prompts": multi_turn,
-            "fresh_server_per_concurrency": servers.stateful}  # fmt: skip
+            "fresh_server_per_concurrency": plan.stateful}  # fmt: skip

@@ -9,7 +9,7 @@ from rich.console import Console
 from racer_bench.analysis.report import setting_lines, summary_table
 from racer_bench.analysis.summary import reference_block
 from racer_bench.errors import ConfigError
-from racer_bench.vllm_backend.offline import validate_choices
+from racer_bench.vllm_backend.engines import validate_choices
 
 
 def rendered(summary: dict) -> str:

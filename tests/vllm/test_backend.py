@@ -15,7 +15,7 @@ import pytest
 
 from racer_bench.errors import ConfigError
 from racer_bench.run.setup import check_native
-from racer_bench.vllm_backend.offline import (
+from racer_bench.vllm_backend.engines import (
     draft_length_of,
     inside_vllm,
     keeps_state,

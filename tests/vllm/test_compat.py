@@ -167,7 +167,7 @@ def test_the_escape_hatch_does_not_skip_the_signature_check(
 
 
 def test_the_backend_checks_before_any_engine_starts(monkeypatch: pytest.MonkeyPatch) -> None:
-    from racer_bench.vllm_backend.offline import check_vllm
+    from racer_bench.vllm_backend.engines import check_vllm
 
     fake_vllm(monkeypatch, "0.31.0")
     with pytest.raises(UnsupportedVllm, match=r"^vLLM 0\.31\.0 is installed"):
