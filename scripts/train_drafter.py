@@ -23,10 +23,10 @@ from omegaconf import DictConfig
 from methods.common.draft_vocab import draft_labels, frequent_tokens
 from methods.common.heads.kind import HEAD_KINDS, Sample, head_kind
 from racer_bench.config.schema import check
+from racer_bench.config.train import TrainConfig
 from racer_bench.errors import ConfigError
 from racer_bench.train import loop
 from racer_bench.train.job import Heads
-from racer_bench.train.schema import TrainConfig
 
 
 def heads(cfg: DictConfig) -> Heads:

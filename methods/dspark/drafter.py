@@ -60,9 +60,9 @@ from methods.common.draft_tree import grow_scored_tree, tree_draft
 from methods.common.heads.checkpoint import load_checkpoint
 from methods.common.heads.drafter import HeadDrafter, on_feature_device
 from methods.dspark.head import KV, DSparkHead, acceptance_scores, dspark_config
+from racer_bench.config.run import Engine
 from racer_bench.config.schema import NonNegativeFloat, NonNegativeInt, PositiveInt, Seed
 from racer_bench.engine.structs import Draft, DraftContext, Source
-from racer_bench.engine.target import Engine
 
 
 def load_dspark(path: str) -> DSparkHead:

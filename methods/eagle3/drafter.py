@@ -27,9 +27,9 @@ from methods.common.draft_tree import grow_scored_tree, tree_draft
 from methods.common.heads.drafter import HeadDrafter, on_feature_device
 from methods.eagle3.checkpoint import load_eagle3
 from methods.eagle3.head import Eagle3Head, eagle3_config
+from racer_bench.config.run import Engine
 from racer_bench.config.schema import NonNegativeInt, PositiveInt, Seed
 from racer_bench.engine.structs import Draft, DraftContext
-from racer_bench.engine.target import Engine
 
 
 class Eagle3Drafter(HeadDrafter):

@@ -25,9 +25,9 @@ import torch
 from methods.common.draft_tree import grow_scored_tree, tree_draft
 from methods.common.heads.drafter import HeadDrafter, on_feature_device
 from methods.medusa.head import MedusaHeads, load_medusa
+from racer_bench.config.run import Engine
 from racer_bench.config.schema import PositiveInt, Seed
 from racer_bench.engine.structs import Draft, DraftContext
-from racer_bench.engine.target import Engine
 
 
 class MedusaDrafter(HeadDrafter):

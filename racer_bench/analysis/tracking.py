@@ -20,18 +20,17 @@ import math
 import netrc
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any, Protocol
 from urllib.parse import urlparse
 
 from omegaconf import DictConfig, OmegaConf
 
+from racer_bench.config.logger import MODES
 from racer_bench.errors import ConfigError
 from racer_bench.record import folder as records
 
 log = logging.getLogger(__name__)
-MODES = ("auto", "online", "offline", "disabled")
 DEFAULT_HOST = "https://api.wandb.ai"
 SUMMARY_KEYS = {
     "speedup": "speed/speedup",
@@ -63,22 +62,6 @@ SUMMARY_KEYS = {
 CI_KEYS = {"speedup_ci95": "speed/speedup", "accuracy_delta_ci95": "asd/accuracy_delta",
            "agreement_ci95": "asd/agreement", "logprob_gap_ci95": "asd/logprob_gap",
            "first_divergence_ci95": "asd/first_divergence"}  # fmt: skip
-
-
-@dataclass
-class LoggerConfig:
-    """Schema of ``conf/logger/*.yaml`` (the keys :func:`start` and :func:`init_kwargs` read)."""
-
-    mode: Literal["auto", "online", "offline", "disabled"] = "disabled"
-    project: str = "racer_bench"
-    entity: str | None = None
-    group: str | None = None
-    job_type: str | None = None
-    name: str | None = None
-    tags: list[str] = field(default_factory=list)
-    dir: str | None = None
-    log_prompts: bool = True
-    log_figures: bool = True
 
 
 class Tracker(Protocol):

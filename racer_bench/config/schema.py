@@ -9,7 +9,7 @@ Where a key's schema lives (one source of truth, next to the code that takes the
   while that takes ``**kwargs``, of the ``__init__`` methods up its MRO. So a new method is still
   one module + one YAML: annotating its constructor is declaring its schema.
 * A node without ``_target_`` (run-level keys, ``logger``, ``paths``) is described by a
-  dataclass: :class:`racer_bench.run.runner.RunConfig` for ``conf/config.yaml``, whose fields name
+  dataclass: :class:`racer_bench.config.run.RunConfig` for ``conf/config.yaml``, whose fields name
   the dataclasses of the groups below it.
 * Numbers always carry a range: ``annotated_types`` constraints (``Ge``, ``Gt``, ``Le``, ``Lt``,
   ``Interval``), usually through the aliases below. ``tests/unit/test_config_schema.py`` walks

@@ -27,10 +27,11 @@ from __future__ import annotations
 import inspect
 import os
 from dataclasses import dataclass
-from typing import Any, Literal, get_args
+from typing import Any, get_args
 
 import torch
 
+from racer_bench.config.run import Engine
 from racer_bench.engine import kv_cache
 from racer_bench.engine.fast import (
     bf16_gemm,
@@ -44,7 +45,6 @@ from racer_bench.engine.structs import Draft
 from racer_bench.engine.tree import ancestor_mask, is_chain, node_depths
 from racer_bench.errors import ConfigError
 
-Engine = Literal["auto", "eager", "fast"]
 ENGINES: tuple[str, ...] = get_args(Engine)
 
 

@@ -1,60 +1,32 @@
-"""The run-level configuration: the schema of ``conf/config.yaml`` (:class:`RunConfig`) and
-:func:`validate`, which checks every key before anything loads (both backends call it)."""
+"""Checking a run's configuration before anything loads: :func:`validate` (each entry point that
+builds a run calls it once: :func:`racer_bench.run.runner.run`, the verifier grid's
+:func:`racer_bench.run.grid.build_grid` for each point, the vLLM backend) and the scheduler
+group's settings (:func:`scheduler_settings`). The schema itself is
+:class:`racer_bench.config.run.RunConfig`."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, Literal
-
 from omegaconf import DictConfig
 
-from racer_bench.analysis.tracking import LoggerConfig
-from racer_bench.config.backend import BackendConfig
-from racer_bench.config.paths import PathsConfig
-from racer_bench.config.schema import Instantiable, NonNegativeInt, PositiveInt, Seed, check
+from racer_bench.config.construct import construct
+from racer_bench.config.run import RunConfig
+from racer_bench.config.schema import check
 from racer_bench.engine.schedule.settings import SchedulerSettings, settings_of
-from racer_bench.engine.target import Engine
-
-
-@dataclass
-class RunConfig:
-    """Schema of ``conf/config.yaml``: the run-level keys and the groups below them.
-
-    Groups with ``_target_`` (model, method, verifier, task) are described by their targets'
-    signatures (:mod:`racer_bench.config.schema`); a new top-level key or group is declared here.
-    """
-
-    seed: Seed = 0
-    max_new_tokens: PositiveInt = 256
-    warmup_prompts: NonNegativeInt = 1
-    repeats: PositiveInt = 1
-    baseline: Literal["same_run", "none"] = "same_run"
-    reference: Literal["none", "generate"] = "none"
-    resume: str | None = None
-    max_draft: NonNegativeInt = 256
-    num_threads: PositiveInt | None = None
-    adapt_threads: bool = True
-    hardware: Literal["cpu", "gpu"] = "cpu"
-    engine: Engine = "auto"
-    experiment_name: str = "adhoc"
-    tags: list[str] = field(default_factory=list)
-    model: Instantiable = field(default_factory=dict)
-    method: Instantiable = field(default_factory=dict)
-    verifier: Instantiable = field(default_factory=dict)
-    task: Instantiable = field(default_factory=dict)
-    scheduler: Instantiable = field(default_factory=dict)
-    logger: LoggerConfig = field(default_factory=LoggerConfig)
-    backend: BackendConfig = field(default_factory=BackendConfig)
-    paths: PathsConfig = field(default_factory=PathsConfig)
-    # conf/experiment/racer_ablation.yaml: the variant and the method keys of each variant
-    ablation: str | None = None
-    ablations: dict[str, dict[str, Any]] = field(default_factory=dict)
+from racer_bench.tasks.base import Task
 
 
 def validate(cfg: DictConfig) -> None:
-    """Check every key against :class:`RunConfig` before anything loads (one-line ConfigError)."""
+    """Check every key before the model loads; a bad one is a one-line ConfigError.
+
+    First every key against :class:`RunConfig` (types and ranges), then what the schema cannot
+    express: the scheduler's settings (a profile spec) and the task's keys that only its
+    constructor and its prompts can judge (:meth:`racer_bench.tasks.base.Task.check`: a missing
+    data file, an unknown category, a selection that keeps no prompt).
+    """
     check(cfg, RunConfig)
-    scheduler_settings(cfg)  # checks what the schema cannot (a profile spec)
+    scheduler_settings(cfg)
+    task: Task = construct(cfg.task, "task")
+    task.check()
 
 
 def scheduler_settings(cfg: DictConfig) -> SchedulerSettings:

@@ -66,7 +66,7 @@ def run(
     if cfg.resume:
         resumed = resume.restore(cfg, overrides, choices)
         cfg, choices, run_dir = resumed.cfg, resumed.choices, Path(str(cfg.resume))
-    validate(cfg)
+    validate(cfg)  # the run's one check, before its folder is touched (build does not repeat it)
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     with runlock.hold(run_dir), interrupts.sigterm_as_interrupt():

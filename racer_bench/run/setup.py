@@ -26,7 +26,7 @@ from racer_bench.engine.verify import Verifier
 from racer_bench.engine.verify.greedy import GreedyVerifier
 from racer_bench.errors import ConfigError
 from racer_bench.models.loaders import resolve_device
-from racer_bench.run.config import scheduler_settings, validate
+from racer_bench.run.config import scheduler_settings
 from racer_bench.run.startup import Startup
 from racer_bench.tasks.base import Task
 
@@ -66,10 +66,13 @@ class Setup:
 
 def build(cfg: DictConfig) -> Setup:
     """Instantiate target, task, drafters and verifiers from the composed config, timing each
-    phase (:class:`~racer_bench.run.startup.Startup`)."""
+    phase (:class:`~racer_bench.run.startup.Startup`).
+
+    ``cfg`` has been checked by the entry point that builds the run
+    (:func:`racer_bench.run.config.validate`, once per run), task keys included.
+    """
     startup = Startup()
     startup.begin()
-    validate(cfg)
     if cfg.num_threads:
         torch.set_num_threads(int(cfg.num_threads))
     with startup.phase("task"):

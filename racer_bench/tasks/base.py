@@ -8,9 +8,9 @@ Selection order in :meth:`Task.load`: categories, then split, then limit.
   ``sha256("<task>:<prompt id>")``, read as a fraction of 2**64, fall below ``calib_fraction``
   (default 0.3), else in ``eval``. The split is disjoint, covers the task, and does not move
   when rows are added or reordered, so a sweep can pick controls on ``calib`` and report ``eval``.
-* ``limit``: the first N prompts, or with ``sample_seed`` set a seeded, category-balanced sample
-  (round-robin over categories, each shuffled with ``random.Random(sample_seed)``), kept in
-  file order.
+* ``limit``: the first N prompts (N >= 1; null: all), or with ``sample_seed`` set a seeded,
+  category-balanced sample (round-robin over categories, each shuffled with
+  ``random.Random(sample_seed)``), kept in file order.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from annotated_types import Interval
 
-from racer_bench.config.schema import NonNegativeInt, PositiveInt, Seed
+from racer_bench.config.schema import PositiveInt, Seed, format_value
 from racer_bench.errors import ConfigError
 from racer_bench.tasks.datafiles import data_file
 
@@ -75,7 +75,7 @@ class Task:
 
     Args:
         version: task version, recorded with every result (bump when prompts or scoring change).
-        limit: keep ``limit`` prompts after category and split filtering (None = all).
+        limit: keep ``limit`` (>= 1) prompts after category and split filtering (None = all).
         categories: keep only these categories (None = all).
         max_new_tokens: per-task override of the run-level value (None = keep it).
         stop_strings: strings that end a turn; the output text is cut before them.
@@ -96,7 +96,7 @@ class Task:
     def __init__(
         self,
         version: str = "1",
-        limit: NonNegativeInt | None = None,
+        limit: PositiveInt | None = None,
         categories: Sequence[str] | str | None = None,
         max_new_tokens: PositiveInt | None = None,
         stop_strings: Sequence[str] | None = None,
@@ -109,8 +109,8 @@ class Task:
     ) -> None:
         _check_choice("prompt_style", prompt_style, PROMPT_STYLES)
         _check_choice("split", split, SPLITS)
-        if limit is not None and (not isinstance(limit, int) or limit < 0):
-            raise ConfigError(f"task.limit={limit}: must be a non-negative integer or null")
+        if limit is not None and (not isinstance(limit, int) or limit < 1):
+            raise ConfigError(f"task.limit={limit}: must be an integer >= 1 or null")
         if not 0.0 < calib_fraction < 1.0:
             raise ConfigError(f"task.calib_fraction={calib_fraction}: must be in (0, 1)")
         if isinstance(categories, str):
@@ -146,6 +146,15 @@ class Task:
             else:
                 prompts = balanced_sample(prompts, self.limit, self.sample_seed)
         return prompts
+
+    def check(self) -> None:
+        """Refuse, in one line, what only the prompts can judge: a missing data file, an unknown
+        category, a selection that keeps no prompt. Runs before the model loads
+        (:func:`racer_bench.run.config.validate`), so it reads the prompts once more."""
+        if not self.load():
+            chosen = f"categories={format_value(self.categories)}, split={self.split}"
+            raise ConfigError(f"task: {chosen} keep no prompt of {self.name}; "
+                              "allowed: a selection of at least one prompt")  # fmt: skip
 
     def select_categories(self, prompts: list[Prompt]) -> list[Prompt]:
         """Prompts of ``self.categories`` (aliases expanded); unknown names raise ConfigError."""

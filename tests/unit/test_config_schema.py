@@ -21,6 +21,7 @@ from annotated_types import Ge, Gt, Interval, Le, Lt
 from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig, OmegaConf, open_dict
 
+from racer_bench.config.run import RunConfig
 from racer_bench.config.schema import (
     RESERVED_KEYS,
     PositiveInt,
@@ -30,9 +31,8 @@ from racer_bench.config.schema import (
     keys_of,
     target_of,
 )
+from racer_bench.config.train import TrainConfig
 from racer_bench.errors import ConfigError
-from racer_bench.run.config import RunConfig
-from racer_bench.train.schema import TrainConfig
 from tests.conftest import CONF_DIR, REPO
 
 HYDRA_OWN = "hydra"  # conf/hydra/: Hydra's and its launchers' settings, checked by Hydra

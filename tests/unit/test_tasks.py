@@ -91,7 +91,6 @@ def test_limit_takes_first_rows_without_seed_and_a_sample_with_one():
     assert [p.id for p in TinyTask(limit=2).load()] == ["tiny/0", "tiny/1"]
     seeded = TinyTask(limit=3, sample_seed=5).load()
     assert len(seeded) == 3 and seeded == TinyTask(limit=3, sample_seed=5).load()
-    assert TinyTask(limit=0).load() == []
 
 
 @pytest.mark.parametrize(
@@ -100,6 +99,7 @@ def test_limit_takes_first_rows_without_seed_and_a_sample_with_one():
         ({"split": "train"}, "task.split"),
         ({"prompt_style": "raw"}, "task.prompt_style"),
         ({"limit": -1}, "task.limit"),
+        ({"limit": 0}, r"task\.limit=0: must be an integer >= 1 or null"),
         ({"calib_fraction": 1.5}, "task.calib_fraction"),
     ],
 )
@@ -112,6 +112,19 @@ def test_bad_config_raises_one_line_config_error(kwargs, key):
 def test_unknown_category_names_the_allowed_ones():
     with pytest.raises(ConfigError, match=r"unknown nope; allowed: tiny"):
         TinyTask(categories=["nope"]).load()
+
+
+def test_check_refuses_an_unknown_category_and_a_selection_without_prompts():
+    """What only the prompts can judge, in one line each (run before the model loads)."""
+    TinyTask(categories=["tiny"], split="calib").check()
+    with pytest.raises(ConfigError, match=r"unknown nope; allowed: tiny"):
+        TinyTask(categories=["nope"]).check()
+    empty = TinyTask(split="calib", calib_fraction=1e-9)
+    with pytest.raises(
+        ConfigError, match=r"task: categories=null, split=calib keep no prompt"
+    ) as err:
+        empty.check()
+    assert "\n" not in str(err.value)
 
 
 def test_num_fewshot_is_checked():

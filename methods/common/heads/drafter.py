@@ -12,10 +12,10 @@ import torch
 from torch import nn
 
 from methods.common.heads.layers import for_inference
+from racer_bench.config.run import Engine
 from racer_bench.config.schema import NonNegativeInt, Seed
 from racer_bench.engine.drafter import DrafterNeeds
 from racer_bench.engine.structs import Draft, DraftContext, Feedback
-from racer_bench.engine.target import Engine
 from racer_bench.models.checksums import content_sha256
 
 RANDOM_LAYERS = (0, 1, -1)  # valid for any target with at least one layer

@@ -8,8 +8,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from racer_bench.config.run import Engine
 from racer_bench.engine.fast import kernel_library, small_gemm
-from racer_bench.engine.target import Engine
 
 
 def for_inference(module: nn.Module, engine: Engine = "auto") -> nn.Module:

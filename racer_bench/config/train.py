@@ -1,4 +1,5 @@
-"""Schema of ``conf/train/config.yaml`` (:class:`TrainConfig`) and its groups (``data:``,
+"""``conf/train/config.yaml``: the schema of the draft heads' training config
+(:class:`TrainConfig`, read by ``scripts/train_drafter.py``) and of its groups (``data:``,
 ``head:``, ``train:``), checked by :mod:`racer_bench.config.schema` before anything loads."""
 
 from __future__ import annotations
