@@ -5,8 +5,15 @@ Runs every cell (job) behind a table from a clean committed tree on this machine
 already finished are kept, a cell stopped half way is resumed (``resume=``), so a table can be
 made across sittings; a cell made on another machine (hardware fingerprint) is refused rather
 than mixed into the table. Then the cells are curated into ``results/curated/<table>/`` (the
-previous records move to ``results/archive/``), and every generated doc and figure index that
-reads that folder is regenerated. Wall times go to ``<table>/reproduce.json`` and are printed.
+previous records leave the tree; docs/archive.md names the commit that holds them), and every
+generated doc and figure index that reads that folder is regenerated. Wall times go to
+``<table>/reproduce.json`` and are printed.
+
+With ``--sittings N`` a table is made in N sittings instead: each runs every contender of the
+table, and an A/A AR cell, in one process (:mod:`racer_bench.run.sitting`), as the jobs of one
+Hydra multirun (``python -m racer_bench.sittings``; a launcher override such as
+``hydra/launcher=submitit_local`` takes them), into ``<table>/s<i>/<cell>/``; their rankings
+are pooled into ``<table>/rankings.{json,md}`` (:mod:`racer_bench.analysis.rankings`).
 
 A table is an experiment YAML (``conf/experiment/<table>.yaml``: its ``hydra.sweeper.params``
 are the cells), one of :data:`SINGLE` (a fixed command line) or one of :data:`GRIDS` (an ASD
@@ -30,12 +37,14 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
+from racer_bench.analysis import rankings
 from racer_bench.analysis.curation import curate
 from racer_bench.analysis.tables.render import header_sources
 from racer_bench.config.paths import CONF_DIR, REPO_ROOT
 from racer_bench.record import folder as records
 from racer_bench.system import hardware
 
+ARCHIVE_INDEX = REPO_ROOT / "docs" / "archive.md"  # where replaced records are, by commit
 # tables made by one command rather than an experiment's sweep: name -> overrides
 SINGLE = {
     "readme_main": ("method=racer", "task=humaneval", "task.limit=15", "reference=generate"),
@@ -216,21 +225,17 @@ def record_walls(folder: Path, walls: dict[str, float], sha: str) -> dict[str, o
     return record
 
 
-def curate_table(table: str, out: Path, curated: Path, archive: Path) -> Path:
-    """Copy the finished cells into ``curated/<table>/``; the folder they replace moves to
-    ``archive/<table>_<date>/`` with a line in ``archive/README.md``."""
+def curate_table(table: str, out: Path, curated: Path, sha: str) -> Path:
+    """Copy the finished cells into ``curated/<table>/``. The folder they replace leaves the
+    tree (git history keeps it) with a line in ``docs/archive.md`` naming the commit that last
+    holds it (``sha``, the commit the new records were made from)."""
     dest = curated / table
     if dest.exists():
-        old = archive / f"{table}_{time.strftime('%Y%m%d')}"
-        tries = 1
-        while old.exists():  # remade twice on one day: never move into the earlier copy
-            tries += 1
-            old = archive / f"{table}_{time.strftime('%Y%m%d')}_{tries}"
-        shutil.move(str(dest), str(old))
+        shutil.rmtree(dest)
         day = time.strftime("%Y-%m-%d")
-        with (archive / "README.md").open("a", encoding="utf-8") as notes:
-            notes.write(f"\n- `{old.name}/`: the {table} records replaced by "
-                        f"`python -m racer_bench.reproduce {table}` on {day}.\n")  # fmt: skip
+        with ARCHIVE_INDEX.open("a", encoding="utf-8") as notes:
+            notes.write(f"\n- `results/curated/{table}/` as replaced on {day} by `python -m "
+                        f"racer_bench.reproduce {table}`: at commit {sha[:10]}.\n")  # fmt: skip
     for cell in cells_of(table):
         for run in cell.run_dirs(out / table):
             curate(run, dest if table in SINGLE else dest / run.relative_to(out / table))
@@ -287,26 +292,62 @@ def regenerate_docs(folder: str) -> list[str]:
     return [*written, "record-backed figures of README and docs"]
 
 
-def main(argv: Sequence[str] | None = None) -> None:
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("tables", nargs="+", help="experiment names (conf/experiment) or "
-                        f"{', '.join([*SINGLE, *GRIDS])}")  # fmt: skip
+    tables = ", ".join([*SINGLE, *GRIDS])
+    parser.add_argument("tables", nargs="+", help=f"experiment names (conf/experiment) or "
+                        f"{tables}; with --sittings, Hydra overrides of the sittings' jobs may "
+                        "follow (hydra/launcher=submitit_local)")  # fmt: skip
     parser.add_argument("--out", type=Path, default=REPO_ROOT / "results" / "reproduce")
     parser.add_argument("--runs-only", action="store_true", help="make the cells; no curating")
+    parser.add_argument("--sittings", type=int, default=0,
+                        help="N sittings (all contenders in one process each), pooled")  # fmt: skip
     args = parser.parse_args(argv)
+    args.overrides = [t for t in args.tables if "=" in t]
+    args.tables = [t for t in args.tables if "=" not in t]
+    if args.overrides and not args.sittings:
+        parser.error(f"{args.overrides[0]}: Hydra overrides go to sittings; add --sittings N")
+    return args
+
+
+def run_sittings(table: str, out: Path, n: int, overrides: Sequence[str]) -> Path:
+    """The table's ``n`` sittings as one Hydra multirun (a launcher override takes them), then
+    their rankings pooled into ``<out>/<table>/rankings.{json,md}``."""
+    folder = out / table
+    argv = [sys.executable, "-m", "racer_bench.sittings", "-m", f"table={table}",
+            f"sitting={','.join(map(str, range(n)))}", f"out={folder}", *overrides]  # fmt: skip
+    print(" ".join(argv[2:]), flush=True)
+    done = subprocess.run(argv, cwd=REPO_ROOT, env=cell_env())
+    if done.returncode != 0:
+        raise SystemExit(f"error: a sitting of {table} failed (exit {done.returncode}); rerun the "
+                         "same command to continue")  # fmt: skip
+    ranked = rankings.rankings(folder)
+    (folder / "rankings.json").write_text(json.dumps(ranked, indent=2) + "\n")
+    (folder / "rankings.md").write_text(rankings.markdown(ranked) + "\n")
+    print(rankings.markdown(ranked))
+    return folder
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    args = parse_args(argv)
     for table in args.tables:
         cells_of(table)  # unknown names fail before anything runs
     sha = check_clean()
-    for table in args.tables:
+    if args.sittings:  # the tables read one sitting per cell today: sittings are not curated
+        for table in args.tables:
+            run_sittings(table, args.out, args.sittings, args.overrides)
+        return
+    for table in args.tables:  # every table made before any is curated (curating writes docs)
         start = time.perf_counter()
         run_cells(table, args.out, sha)
         record = json.loads((args.out / table / "reproduce.json").read_text())
         print(f"{table}: cells took {record['wall_s'] / 60:.1f} min in all "
               f"(this sitting {(time.perf_counter() - start) / 60:.1f} min)")  # fmt: skip
-        if args.runs_only:
-            continue
+    if args.runs_only:
+        return
+    for table in args.tables:
         curated = REPO_ROOT / "results" / "curated"
-        dest = curate_table(table, args.out, curated, REPO_ROOT / "results" / "archive")
+        dest = curate_table(table, args.out, curated, sha)
         for written in regenerate_docs(str(dest.relative_to(REPO_ROOT))):
             print(f"regenerated {written}")
 

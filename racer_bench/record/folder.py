@@ -169,8 +169,14 @@ def read_json(path: Path) -> dict[str, Any]:
     return json.loads(Path(path).read_text(encoding="utf-8"))
 
 
+# Folders whose changes leave the code as committed: records and prose. A table made right after
+# another (reproduce curates and regenerates docs) still runs committed code.
+NOT_CODE = ("results", "docs")
+
+
 def git_state(repo: Path) -> dict[str, Any]:
-    """Commit sha and dirty flag of the source tree (None outside a git checkout)."""
+    """Commit sha and dirty flag of the source tree, records and docs aside (:data:`NOT_CODE`;
+    None outside a git checkout)."""
 
     def git(*args: str) -> str | None:
         try:
@@ -180,7 +186,7 @@ def git_state(repo: Path) -> dict[str, Any]:
         return out.stdout.strip() if out.returncode == 0 else None
 
     sha = git("rev-parse", "HEAD")
-    status = git("status", "--porcelain")
+    status = git("status", "--porcelain", "--", ".", *(f":!{p}" for p in NOT_CODE))
     return {"git_sha": sha, "git_dirty": bool(status) if status is not None else None}
 
 

@@ -20,6 +20,7 @@ from typing import Any
 
 import yaml
 from hydra import compose, initialize_config_dir
+from hydra.core.global_hydra import GlobalHydra
 from omegaconf import DictConfig, OmegaConf, open_dict
 from tqdm.auto import tqdm
 
@@ -43,8 +44,11 @@ STRICT = "strict"
 def compose_run(overrides: Sequence[str]) -> tuple[DictConfig, dict[str, str]]:
     """The run config for ``overrides`` and Hydra's group choices (``method: racer`` ...)."""
     resolvers.register()
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+    if GlobalHydra.instance().is_initialized():  # inside a Hydra job (a sitting): its conf/
         cfg = compose("config", list(overrides), return_hydra_config=True)
+    else:
+        with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+            cfg = compose("config", list(overrides), return_hydra_config=True)
     with open_dict(cfg):
         choices = {k: v for k, v in cfg.hydra.runtime.choices.items() if not k.startswith("hydra")}
         del cfg["hydra"]
@@ -59,8 +63,9 @@ def build_grid(
     base: Sequence[str], points: Sequence[Sequence[str]], dirs: Sequence[Path] = ()
 ) -> tuple[Setup, list[Setup], list[dict[str, str]]]:
     """One shared setup (strict + every point), a per-point view of it for its run folder, and
-    each point's group choices (for its manifest). Each point's config is checked, and checked
-    against the run already in its folder of ``dirs``, before the model loads."""
+    each point's group choices (for its manifest). Each point's config is checked once
+    (:func:`validate`; :func:`build` does not repeat it), and checked against the run already in
+    its folder of ``dirs``, before the model loads."""
     if not points:
         raise ConfigError("points: give at least one grid point")
     configs = [compose_run([*base, "baseline=none", *p]) for p in points]

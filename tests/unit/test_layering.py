@@ -31,7 +31,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("run",),
     ("bench",),
     ("vllm_backend",),
-    ("cli", "reproduce", "__main__", "__init__"),
+    ("cli", "reproduce", "sittings", "__main__", "__init__"),
 ]
 
 
