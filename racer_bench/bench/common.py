@@ -269,7 +269,7 @@ def fast_smollm2(cache_dir: str, dtype: str) -> HFTarget:
     target = load_smollm2(cache_dir, dtype=dtype)
     target.set_engine("fast")
     if target.layer_stack is None:
-        raise SystemExit("the native layer forward is off here (see the engine's record)")
+        raise SystemExit("the layer stack is off here (see the engine's record)")
     return target
 
 

@@ -1,4 +1,4 @@
-"""Where a fast-engine step's time goes, phase by phase inside the native decoder layer
+"""Where a fast-engine step's time goes, phase by phase inside the layer stack
 (``scripts/profile_layer_phases.py``).
 
 The kernels are built once more with ``-DLAYER_PHASES``: every ``decoder_layer`` call then adds

@@ -46,7 +46,7 @@ class UsedRows:
 class PreallocatedLayer(DynamicLayer):
     """One layer's keys/values in a preallocated buffer FloatTensor[B, H_kv, capacity, D].
 
-    ``keys`` / ``values`` are views of the used rows, made when read: the native forward moves
+    ``keys`` / ``values`` are views of the used rows, made when read: the layer stack moves
     ``length`` twice a step in every layer (reserve, then compaction) and reads neither, and
     four view objects per layer per step were a few percent of an AR step.
     """

@@ -115,12 +115,12 @@ def test_engine_names_are_checked() -> None:
 
 @pytest.mark.skipif(kernel_library.unavailable_reason() is not None, reason="no small GEMM kernel")
 @pytest.mark.parametrize(("dtype", "atol"), [("float32", 1e-4), ("bfloat16", 0.1)])
-def test_native_llama_layers_follow_transformers_modules(dtype, atol) -> None:
+def test_the_layer_stack_follows_transformers_modules(dtype, atol) -> None:
     """The one-call layers give a tree step the logits transformers' modules give it, within
     the dtype's rounding (they round in the same places, in another order)."""
     target = fast_target(dtype=dtype, init_std=0.05)
     assert target.engine_details["layer_stack"] == "on"
-    prompt = list(b"native layers against transformers' own modules")
+    prompt = list(b"the layer stack against transformers' own modules")
     got = []
     for native in (target.layer_stack, None):
         target.layer_stack = native

@@ -1,5 +1,5 @@
 """The layer-phase profiler: a counters build of the kernels runs a tiny model's steps, gives
-every phase of the native layer its time, and leaves the logits as the plain build does."""
+every phase of the layer stack its time, and leaves the logits as the plain build does."""
 
 from __future__ import annotations
 

@@ -50,7 +50,7 @@ def test_keys_and_values_are_views_of_the_used_rows_made_when_read() -> None:
     assert layer.keys is None and layer.values is None  # not initialised yet
     rows = states(3)
     layer.update(rows, rows * 2)
-    kv_cache.reserve(layer, 5)  # the native forward's way: the length moves, no view is made
+    kv_cache.reserve(layer, 5)  # the layer stack's way: the length moves, no view is made
     assert layer.keys.shape == (1, 2, 5, 3) and layer.keys.data_ptr() == layer._keys.data_ptr()
     layer.crop(-3)
     assert torch.equal(layer.keys, rows[..., :2, :]) and torch.equal(layer.values, layer.keys * 2)

@@ -1,4 +1,4 @@
-"""The native forward's one call for all layers (``decoder_stack``) against one call per layer
+"""The layer stack's one call for all layers (``decoder_stack``) against one call per layer
 (how a build from before it runs, e.g. in a kernel A/B): the same hidden states and the same
 cache bit for bit, across steps that grow the cache and a new sequence's cache."""
 
@@ -21,7 +21,7 @@ pytestmark = pytest.mark.skipif(
 
 
 class PerLayerBuild:
-    """The loaded library without ``decoder_stack``: the native forward calls each layer."""
+    """The loaded library without ``decoder_stack``: the layer stack calls each layer."""
 
     def __init__(self, lib: Any) -> None:
         self._lib = lib

@@ -1,4 +1,4 @@
-"""The native forward's rotary table: every position's cos and sin read from the table are
+"""The layer stack's rotary table: every position's cos and sin read from the table are
 bit for bit what computing that position alone gives, at each dtype, across the table's growth
 and for every position of the grown table."""
 

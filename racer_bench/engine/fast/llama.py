@@ -50,7 +50,7 @@ class LayerParams(ctypes.Structure):
 
 
 def unsupported(model: nn.Module) -> str | None:
-    """Why the native forward cannot run ``model`` (None when it can)."""
+    """Why the layer stack cannot run ``model`` (None when it can)."""
     config = model.config
     if kernel_library.unavailable_reason() is not None:
         return f"no kernels: {kernel_library.unavailable_reason()}"
@@ -123,7 +123,7 @@ class LlamaStack:
         """:meth:`rotary_tables` read from a table of every position so far (doubled when a
         position passes its end): its ten small tensor ops were about 4 % of a bfloat16 AR
         forward on the 2-core EPYC (8.14 -> 7.79 ms interleaved), and a position's values do
-        not depend on the step (``tests/unit/test_native_rotary.py``)."""
+        not depend on the step (``tests/unit/test_layer_stack_rotary.py``)."""
         end = int(positions.max()) + 1
         if end > len(self._cos):
             size = max(2 * len(self._cos), end, 1024)
