@@ -15,11 +15,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from racer_bench.analysis.tables.noise import AA_METHOD
 from racer_bench.errors import ConfigError
 from racer_bench.record import folder as records
 
 SITTING_PREFIX = "s"  # sitting folders: s0/, s1/, ...
-AA_PREFIX = "ar"  # A/A cells: ar, ar_<task>
+AA_PREFIX = AA_METHOD  # A/A cells: ar, ar_<task> (the A/A row's method names them)
 
 
 def sitting_dirs(table_dir: Path) -> list[Path]:

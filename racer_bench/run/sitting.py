@@ -27,6 +27,7 @@ import yaml
 from omegaconf import DictConfig, OmegaConf
 from tqdm.auto import tqdm
 
+from racer_bench.analysis.tables.noise import AA_METHOD
 from racer_bench.config.construct import construct
 from racer_bench.errors import ConfigError
 from racer_bench.record import folder as records
@@ -39,7 +40,7 @@ from racer_bench.run.setup import Mode, Setup, build, cost_profile
 from racer_bench.run.threads import prompt_threads, run_load, thread_governor
 from racer_bench.system import hardware
 
-AA_CELL = "ar"  # the A/A contender: AR against the shared AR baseline
+AA_CELL = AA_METHOD  # the A/A contender: AR against the shared AR baseline
 # what the cells of one group share: one target, one task, one decode budget
 SHARED_KEYS = ("model", "task", "engine", "max_new_tokens", "max_draft", "seed", "num_threads",
                "hardware", "warmup_prompts", "repeats", "baseline")  # fmt: skip

@@ -15,6 +15,8 @@ import hydra
 from omegaconf import DictConfig
 
 from racer_bench.config.paths import CONF_DIR
+from racer_bench.config.schema import check
+from racer_bench.config.sitting import SittingConfig
 from racer_bench.errors import ConfigError, find_config_error
 from racer_bench.reproduce import cells_of
 from racer_bench.run import resolvers
@@ -54,6 +56,9 @@ def sitting_cells(cfg: DictConfig) -> list[SittingCell]:
 
 def run_job(cfg: DictConfig) -> dict[str, Any]:
     """One sitting: wait ``gap_s`` after the first, take the machine, run every cell."""
+    check(cfg, SittingConfig)
+    if cfg.table is None:
+        raise ConfigError("table: name the table to sit (an experiment of conf/experiment)")
     cells = sitting_cells(cfg)
     if int(cfg.sitting) > 0 and float(cfg.gap_s) > 0:
         time.sleep(float(cfg.gap_s))

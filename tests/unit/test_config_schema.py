@@ -31,6 +31,7 @@ from racer_bench.config.schema import (
     keys_of,
     target_of,
 )
+from racer_bench.config.sitting import SittingConfig
 from racer_bench.config.train import TrainConfig
 from racer_bench.errors import ConfigError
 from tests.conftest import CONF_DIR, REPO
@@ -58,6 +59,8 @@ def composition(path: Path) -> tuple[str, list[str], Any, str]:
         return "train/config", [], train_schema(), ""
     if rel == Path("config.yaml"):
         return "config", [], RunConfig, ""
+    if rel == Path("sitting.yaml"):
+        return "sitting", [], SittingConfig, ""
     group = rel.parent.as_posix()
     overrides = [f"{group}={rel.stem}", *REQUIRED.get(rel.as_posix(), [])]
     return "config", overrides, RunConfig, "" if is_global else f"{group}."
