@@ -18,6 +18,9 @@ from omegaconf import DictConfig
 from racer_bench.analysis.report import print_batch_summary, print_serve_summary, print_summary
 from racer_bench.config.paths import CONF_DIR
 from racer_bench.errors import ConfigError, RunStopped, find_config_error
+from racer_bench.llamacpp import reference as llamacpp_reference
+from racer_bench.llamacpp.compat import check_run as check_llamacpp
+from racer_bench.llamacpp.offline import run as run_llamacpp
 from racer_bench.record import folder as records
 from racer_bench.run import resolvers, runlock
 from racer_bench.run.runner import run
@@ -25,6 +28,7 @@ from racer_bench.vllm_backend.offline import run as run_vllm
 from racer_bench.vllm_backend.serving import run as run_serving
 
 resolvers.register()  # conf/ is composed here (and in launcher jobs that import this module)
+llamacpp_reference.register()  # reference=llamacpp for the native runner
 
 GROUPS = ("backend", "model", "method", "verifier", "scheduler", "task", "logger", "experiment",
           "sweep", "debug")  # fmt: skip
@@ -123,8 +127,12 @@ def _hydra_main(cfg: DictConfig) -> float | None:
 
 
 def _run(cfg: DictConfig, run_dir: Path, overrides: list[str]) -> dict[str, Any]:
-    """The run on the configured backend (vLLM is imported only when asked for)."""
+    """The run on the configured backend (vLLM and llama.cpp are imported only when asked
+    for; what a run asks of llama.cpp is checked first, before any model loads)."""
     backend = cfg.get("backend", {})
+    check_llamacpp(cfg)
+    if backend.get("name") == "llamacpp":
+        return run_llamacpp(cfg, run_dir, _choices())
     if backend.get("name") == "vllm":
         serve = backend.get("mode") == "serve"
         return (run_serving if serve else run_vllm)(cfg, run_dir, _choices())

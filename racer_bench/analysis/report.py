@@ -24,15 +24,16 @@ def fmt(value: Any, pattern: str) -> str:
     return pattern.format(value)
 
 
-# transformers generate() on the same prompts, shown where the run measured it (reference=generate)
+# transformers generate() and llama.cpp on the same prompts, shown where the run measured them
+# (reference=generate, reference=llamacpp)
 REFERENCE_COLUMN = ("reference_tokens_per_s", "generate() tok/s", "{:.2f}")
+LLAMACPP_COLUMN = ("llamacpp_tokens_per_s", "llama.cpp tok/s", "{:.2f}")
 
 
 def headline(summary: dict[str, Any]) -> list[tuple[str, str, str]]:
-    """The table's columns: :data:`HEADLINE`, with generate()'s tok/s where it was measured."""
-    if REFERENCE_COLUMN[0] not in summary:
-        return HEADLINE
-    return [*HEADLINE[:3], REFERENCE_COLUMN, *HEADLINE[3:]]
+    """The table's columns: :data:`HEADLINE`, with each reference's tok/s where it was measured."""
+    measured = [c for c in (REFERENCE_COLUMN, LLAMACPP_COLUMN) if c[0] in summary]
+    return [*HEADLINE[:3], *measured, *HEADLINE[3:]]
 
 
 def summary_table(summary: dict[str, Any]) -> Table:
@@ -79,11 +80,36 @@ def setting_lines(summary: dict[str, Any]) -> list[str]:
         versus = f"; our AR runs at {ratio:.2f}x its tok/s" if ratio else ""
         lines.append(f"generate(): transformers' greedy loop, eager engine, same prompts and "
                      f"dtype; output equal to our AR loop's on {same}/{n}{versus}")  # fmt: skip
+    lines += llamacpp_lines(summary)
     started = startup_line(summary.get("startup") or {})
     if started:
         lines.append(started)
     if summary.get("load_warning"):
         lines.append(f"WARNING: {summary['load_warning']}")
+    return lines
+
+
+def llamacpp_lines(summary: dict[str, Any]) -> list[str]:
+    """What a llama.cpp reference (``reference=llamacpp``) or a ``backend=llamacpp`` run was."""
+    n = summary.get("n_prompts", 0)
+    lines = []
+    if "llamacpp_identical" in summary:
+        same = round(summary["llamacpp_identical"] * n)
+        ratio = summary.get("ar_vs_llamacpp")
+        versus = f"; our AR runs at {ratio:.2f}x its tok/s" if ratio else ""
+        lines.append("llama.cpp: the same GGUF through llama-cpp-python, same prompt ids and "
+                     "threads, greedy; its Q4_1 arithmetic is not our dequantized weights', so "
+                     f"outputs are expected to differ: equal to our AR loop's on {same}/{n}"
+                     f"{versus}")  # fmt: skip
+    info = summary.get("llamacpp_backend")
+    if info:
+        bufts = "on" if info.get("use_extra_bufts") else "off"
+        lines.append(f"backend=llamacpp: llama-cpp-python {info.get('llama_cpp_python')}, "
+                     f"{info.get('gguf')}, {info.get('threads')} threads, extra buffer types "
+                     f"{bufts} (probe: {info.get('extra_bufts')}); speedup and identical are "
+                     "against llama.cpp's own AR")  # fmt: skip
+        if not info.get("lossless", True):
+            lines.append(f"lossless: false: {info.get('lossless_why')}")
     return lines
 
 

@@ -45,17 +45,32 @@ def speed_block(records: Sequence[Record], has_baseline: bool) -> dict[str, Any]
     return out | reference_block(records)
 
 
+# record key of each reference -> the prefix of its summary keys: transformers' generate()
+# (reference=generate) and the same GGUF through llama.cpp (reference=llamacpp)
+LLAMACPP_REFERENCE = "reference_llamacpp"
+REFERENCES = {"reference": "reference", LLAMACPP_REFERENCE: "llamacpp"}
+
+
 def reference_block(records: Sequence[Record]) -> dict[str, Any]:
-    """transformers ``generate()`` on the same prompts (``reference=generate``; else empty):
-    its tok/s and how often its output equals our AR loop's."""
-    timed = [r for r in records if metrics.turns(r, "reference")]
+    """Every reference the run timed on the same prompts (else empty): :func:`one_reference`."""
+    out: dict[str, Any] = {}
+    for key, prefix in REFERENCES.items():
+        out |= one_reference(records, key, prefix)
+    return out
+
+
+def one_reference(records: Sequence[Record], key: str, prefix: str) -> dict[str, Any]:
+    """``<prefix>_tokens_per_s`` of the reference under record ``key``, and with an AR baseline
+    how often its output equals our AR loop's (``<prefix>_identical``) and our AR's tok/s over
+    its (``ar_vs_<prefix>``)."""
+    timed = [r for r in records if metrics.turns(r, key)]
     if not timed:
         return {}
-    out = {"reference_tokens_per_s": metrics.tokens_per_s(timed, "reference")}
+    out = {f"{prefix}_tokens_per_s": metrics.tokens_per_s(timed, key)}
     if any(metrics.turns(r, "baseline") for r in timed):
-        out["reference_identical"] = metrics.identical_rate(timed, "reference", "baseline")
-        out["ar_vs_reference"] = (
-            metrics.tokens_per_s(timed, "baseline") / out["reference_tokens_per_s"]
+        out[f"{prefix}_identical"] = metrics.identical_rate(timed, key, "baseline")
+        out[f"ar_vs_{prefix}"] = (
+            metrics.tokens_per_s(timed, "baseline") / out[f"{prefix}_tokens_per_s"]
         )
     return out
 

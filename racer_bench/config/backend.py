@@ -1,4 +1,4 @@
-"""``conf/backend``: which engine runs a benchmark, and the vLLM engine's settings."""
+"""``conf/backend``: which engine runs a benchmark, and the vLLM and llama.cpp engines' settings."""
 
 from __future__ import annotations
 
@@ -15,10 +15,11 @@ class BackendConfig:
     """Schema of ``conf/backend/*.yaml``.
 
     ``native`` is the harness's own batch-1 loop; ``vllm`` runs the same method and task inside
-    vLLM at each of ``batch_sizes``. The other keys only apply to ``vllm``.
+    vLLM at each of ``batch_sizes``; ``llamacpp`` runs them inside llama.cpp (batch 1). The
+    other keys only apply to ``vllm``, but ``num_speculative_tokens`` and the ``llamacpp`` ones.
     """
 
-    name: Literal["native", "vllm"] = "native"
+    name: Literal["native", "vllm", "llamacpp"] = "native"
     # vllm only. offline: llm.generate batches at each of batch_sizes (offline.py) | serve: two
     # `vllm serve` processes driven by `vllm bench serve` at each concurrency (serving.py)
     mode: Literal["offline", "serve"] = "offline"
@@ -57,3 +58,8 @@ class BackendConfig:
     gpu_memory_utilization: Annotated[float, Interval(gt=0, le=1)] = (
         0.4  # per engine on a GPU (two engines share it)
     )
+    # llamacpp only (racer_bench/llamacpp): context per engine; the extra buffer types that
+    # repack weights: auto (probed in a child process first) | on | off; the probe's time limit
+    n_ctx: PositiveInt = 4096
+    extra_bufts: Literal["auto", "on", "off"] = "auto"
+    probe_timeout_s: Annotated[float, Interval(gt=0)] = 120.0

@@ -31,7 +31,10 @@ class RunConfig:
     warmup_prompts: NonNegativeInt = 1
     repeats: PositiveInt = 1
     baseline: Literal["same_run", "none"] = "same_run"
-    reference: Literal["none", "generate"] = "none"
+    # none | generate | llamacpp, or a list of them: reference=[generate,llamacpp]
+    reference: Literal["none", "generate", "llamacpp"] | list[Literal["generate", "llamacpp"]] = (
+        "none"
+    )
     resume: str | None = None
     max_draft: NonNegativeInt = 256
     num_threads: PositiveInt | None = None

@@ -21,7 +21,7 @@ from typing import Any
 from racer_bench.analysis.quality import LOGPROB_KEY
 from racer_bench.engine.likelihood import output_logprobs
 from racer_bench.engine.target import HFTarget
-from racer_bench.run.reference import REFERENCE
+from racer_bench.run.reference import is_reference
 from racer_bench.tasks.base import Prompt, Task
 
 STRICT = "strict"
@@ -70,7 +70,7 @@ def compare_with_strict(target: HFTarget, task: Task, prompt: Prompt,
     if STRICT not in record:
         return
     lossy = [m for m in record if isinstance(record[m], dict) and "turns" in record[m]]
-    lossy = [m for m in lossy if m not in (STRICT, "baseline", REFERENCE)]
+    lossy = [m for m in lossy if m not in (STRICT, "baseline") and not is_reference(m)]
     errors = []
     for measure in (add_logprobs, add_agreement):
         try:

@@ -16,7 +16,7 @@ from racer_bench.engine.structs import GenerationResult
 from racer_bench.errors import ConfigError
 from racer_bench.record import folder as records
 from racer_bench.run.paired import compare_with_strict
-from racer_bench.run.reference import REFERENCE, reference_turns
+from racer_bench.run.reference import REFERENCE, is_reference, reference_turns
 from racer_bench.run.setup import Mode, Setup
 from racer_bench.tasks.base import Prompt
 from racer_bench.tasks.conversation import conversation
@@ -40,9 +40,9 @@ def generate_turns(setup: Setup, mode: Mode, prompt: Prompt, seed: int) -> list[
 def contenders(
     setup: Setup, index: int, repeat: int = 0
 ) -> list[tuple[str, Callable[[Prompt], list[dict[str, Any]]]]]:
-    """Record key and turn generator of every mode (and of ``generate()`` with a reference),
-    in the order prompt ``index`` runs them: shifted by the index (and the repeat), so drift
-    hits all alike (two contenders alternate); a repeat keeps the prompt's seed."""
+    """Record key and turn generator of every mode (and of each reference: ``generate()``,
+    llama.cpp), in the order prompt ``index`` runs them: shifted by the index (and the repeat),
+    so drift hits all alike (two contenders alternate); a repeat keeps the prompt's seed."""
     seed = setup.cfg.seed + index
     out: list[tuple[str, Callable[[Prompt], list[dict[str, Any]]]]] = [
         (m.name, lambda p, m=m: generate_turns(setup, m, p, seed)) for m in setup.modes
@@ -50,6 +50,8 @@ def contenders(
     if setup.reference is not None:
         ref = setup.reference
         out.append((REFERENCE, lambda p: reference_turns(ref, setup.task, p, setup.max_new_tokens)))
+    for other in setup.references:
+        out.append((other.key, lambda p, o=other: o.turns(setup.task, p, setup.max_new_tokens)))
     shift = (index + repeat) % len(out)  # over len(out) prompts, each contender in each place
     return [*out[shift:], *out[:shift]]
 
@@ -103,12 +105,12 @@ def safe_run_prompt(setup: Setup, prompt: Prompt, index: int, repeat: int = 0) -
 
 
 def decode_steps(record: dict[str, Any]) -> int:
-    """Decode steps of every mode of one prompt record (0 for a failed prompt); ``generate()``
-    (the reference) keeps no steps."""
+    """Decode steps of every mode of one prompt record (0 for a failed prompt); the references
+    (``generate()``, llama.cpp) keep no steps."""
     return sum(
         len(turn["steps"]["n_draft"])
         for name, mode in record.items()
-        if name != REFERENCE and isinstance(mode, dict) and "turns" in mode
+        if not is_reference(name) and isinstance(mode, dict) and "turns" in mode
         for turn in mode["turns"]
     )
 

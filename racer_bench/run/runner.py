@@ -44,7 +44,15 @@ def native_manifest(setup: Setup, choices: dict[str, str]) -> dict[str, Any]:
         if profile is None
         else {"file": PROFILE_FILE, "source": profile.meta.get("source")},
         deterministic=torch.are_deterministic_algorithms_enabled(),
+        **reference_fields(setup),
     )  # fmt: skip
+
+
+def reference_fields(setup: Setup) -> dict[str, Any]:
+    """``references``: what each reference other than generate() is (none: no key)."""
+    if not setup.references:
+        return {}
+    return {"references": {r.key: r.details() for r in setup.references}}
 
 
 def run(

@@ -27,6 +27,7 @@ from racer_bench.engine.verify.greedy import GreedyVerifier
 from racer_bench.errors import ConfigError
 from racer_bench.models.loaders import resolve_device
 from racer_bench.run.config import scheduler_settings
+from racer_bench.run.reference import GENERATE, Reference, build_references, reference_names
 from racer_bench.run.startup import Startup
 from racer_bench.tasks.base import Task
 
@@ -59,6 +60,8 @@ class Setup:
     profiles: dict[int, CostProfile] = field(default_factory=dict)
     # reference=generate: the eager target transformers' generate() is timed on (else None)
     reference: HFTarget | None = None
+    # the other references asked for (reference=llamacpp), timed in the same rotation
+    references: list[Reference] = field(default_factory=list)
     # the weight-read floor of an AR step on this machine (None off a CPU)
     floor: dict[str, Any] | None = None
     startup: Startup = field(default_factory=Startup)  # seconds per phase before the prompts
@@ -97,6 +100,7 @@ def build(cfg: DictConfig) -> Setup:
     max_new = task_max_new_tokens(task, cfg.max_new_tokens)
     with startup.phase("reference_model"):
         reference = reference_target(cfg, target)
+        references = build_references(cfg, target)
     gc.collect()
     gc.freeze()  # model objects never die: keep full collections from pausing decode steps
     options = LoopOptions(max_draft=cfg.max_draft)
@@ -104,13 +108,14 @@ def build(cfg: DictConfig) -> Setup:
     with startup.phase("floor"):
         floor = floor_record(target.model) if on_cpu else None
     return Setup(cfg, target, task, modes, options, max_new, profile, engine_choice,
-                 reference=reference, floor=floor, startup=startup)  # fmt: skip
+                 reference=reference, references=references, floor=floor,
+                 startup=startup)  # fmt: skip
 
 
 def reference_target(cfg: DictConfig, target: HFTarget) -> HFTarget | None:
     """The target ``generate()`` runs on with ``reference=generate``: the run's own when it
     runs the eager engine, else a second copy as transformers ships it (None without one)."""
-    if cfg.get("reference", "none") != "generate":
+    if GENERATE not in reference_names(cfg):
         return None
     if target.engine == "eager":
         return target

@@ -30,7 +30,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("train",),
     ("run",),
     ("bench",),
-    ("vllm_backend",),
+    ("vllm_backend", "llamacpp"),
     ("cli", "reproduce", "sittings", "__main__", "__init__"),
 ]
 
