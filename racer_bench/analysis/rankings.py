@@ -4,8 +4,9 @@ Each sitting (:mod:`racer_bench.run.sitting`) gives every cell a speedup with it
 within-sitting 95% interval; sittings spaced in time give its between-sitting spread. A
 table's noise floor comes from its own A/A cell (AR against the shared AR baseline, whose true
 speedup is 1): the larger of the A/A's typical within-sitting half-interval and its
-between-sitting half-range. Two cells whose pooled speedups differ by less than the floor are
-tied (``≈``); the same holds per category, with the category's own A/A floor.
+between-sitting half-range. Two cells whose pooled speedups differ by less than the floor, or
+than either cell's own between-sitting half-range, are tied (``≈``); the same holds per
+category, with the category's own A/A floor.
 """
 
 from __future__ import annotations
@@ -68,18 +69,20 @@ def floor_of(aa: dict[str, Any] | None) -> float | None:
 
 
 def ordering(blocks: dict[str, dict[str, Any]], floor: float | None) -> list[list[str]]:
-    """Cells from fastest to slowest, neighbours closer than ``floor`` in one tie group."""
+    """Cells from fastest to slowest; a cell joins its faster neighbour's tie group when their
+    gap is under the floor or under either cell's own between-sitting half-range (a cell that
+    moves more than the A/A from sitting to sitting cannot be ordered by the A/A alone)."""
     names = sorted(blocks, key=lambda n: -blocks[n]["speedup"])
     out: list[list[str]] = []
     for name in names:
-        if (
-            out
-            and floor is not None
-            and (blocks[out[-1][-1]]["speedup"] - blocks[name]["speedup"] < floor)
-        ):
-            out[-1].append(name)
-        else:
-            out.append([name])
+        if out:
+            prev = out[-1][-1]
+            noise = max(floor or 0.0, blocks[prev].get("between") or 0.0,
+                        blocks[name].get("between") or 0.0)  # fmt: skip
+            if blocks[prev]["speedup"] - blocks[name]["speedup"] < noise:
+                out[-1].append(name)
+                continue
+        out.append([name])
     return out
 
 

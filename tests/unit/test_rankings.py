@@ -38,6 +38,11 @@ def test_neighbours_closer_than_the_floor_tie() -> None:
     assert rankings.ordering(blocks, 0.01) == [["a"], ["b"], ["c"]]
 
 
+def test_a_cell_that_moves_more_than_the_aa_between_sittings_ties_its_neighbour() -> None:
+    blocks = {"a": {"speedup": 1.54, "between": 0.08}, "b": {"speedup": 1.43, "between": 0.12}}
+    assert rankings.ordering(blocks, 0.05) == [["a", "b"]]
+
+
 def test_a_table_pools_its_sittings_and_per_category(tmp_path) -> None:
     cat = {"qa": {"speedup": 1.3, "speedup_ci95": [1.2, 1.4]}}
     write_table(tmp_path, [
