@@ -5,20 +5,30 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from hydra.utils import instantiate
+from hydra.utils import get_object, instantiate
+from omegaconf import OmegaConf
 
 from methods.common.heads.layers import for_inference
 from methods.dspark.head import pass_last_feature
 from racer_bench.config.construct import constructor_node
+from racer_bench.engine.drafter import runs_on
 from racer_bench.engine.schedule.cost import CostProfile, synthetic
 from racer_bench.engine.schedule.scheduler import ConfidenceOptions, ConfidenceScheduler
 from racer_bench.engine.structs import Draft, DraftContext
 from tests.conftest import CONF_DIR, TINY_PROMPTS, ar_tokens, run_generate
 
 VLLM_ONLY = "racer_bench.vllm_backend."  # vLLM's own proposers: tests/vllm/ covers them
-METHODS = sorted(
-    p.stem for p in (CONF_DIR / "method").glob("*.yaml") if VLLM_ONLY not in p.read_text()
-)
+
+
+def runs_in_our_loop(path) -> bool:
+    """Whether the method YAML at ``path`` names a drafter our decode loop runs: not one of
+    vLLM's own proposers (tests/vllm/) and not one whose ``needs.backends`` leaves out
+    ``native`` (llama.cpp's own lookup: tests/llamacpp/)."""
+    target = OmegaConf.load(path)["_target_"]
+    return not target.startswith(VLLM_ONLY) and runs_on(get_object(target), "native")
+
+
+METHODS = sorted(p.stem for p in (CONF_DIR / "method").glob("*.yaml") if runs_in_our_loop(p))
 
 
 def make_drafter(compose_cfg, method: str, target, hardware: str = "cpu", *overrides: str):
