@@ -142,8 +142,9 @@ class _Loop:
         t1 = clock.now()
         if options.check_drafts:
             check_draft(draft, options.max_draft)
-        past = target.length
+        past, start = target.length, clock.now()
         out = target.forward_tree(ctx.root, draft, needs.hidden_states, needs.hidden_layers)
+        t_forward = clock.now() - start  # what the scheduler's cost curve predicts
         result = self.verifier.verify(draft, out.logits, self.rng)
         target.commit(past, result.accepted)
         # the aux branch's argmax is target work (like the verifier's), so it is verify time
@@ -156,7 +157,7 @@ class _Loop:
         self.drafter.update(
             Feedback(draft, result.accepted, committed, node_topk, aux_argmax, hidden)
         )
-        self.scheduler.learn(plan, result.accepted, committed)
+        self.scheduler.learn(plan, result.accepted, committed, t_forward)
         t3 = clock.now()
         record = _record(draft, result.accepted, t1 - t0, t2 - t1, t3 - t2)
         record.n_relaxed, record.regret = result.n_relaxed, result.regret

@@ -17,10 +17,11 @@ from racer_bench.errors import ConfigError, RunStopped
 from racer_bench.record import folder as run_records
 from racer_bench.run import resume, runlock
 from racer_bench.run.config import validate
+from racer_bench.run.curves import save_followed, save_thread_profiles
 from racer_bench.run.manifest import run_manifest
 from racer_bench.run.prompt import decode_steps, run_prompt, safe_run_prompt
 from racer_bench.run.setup import PROFILE_FILE, Setup, build
-from racer_bench.run.threads import prompt_threads, run_load, save_thread_profiles, thread_governor
+from racer_bench.run.threads import prompt_threads, run_load, thread_governor
 from racer_bench.system import hardware, interrupts
 from racer_bench.tasks.base import Prompt
 
@@ -233,6 +234,7 @@ def finalize(
     summary["engine"] = setup.target.engine
     summary["dtype"] = str(setup.target.dtype).removeprefix("torch.")
     summary["startup"] = setup.startup.to_dict()  # this invocation's (a resumed run: its own)
+    summary["cost_followed"] = save_followed(setup, run_dir) or None
     run_records.write_json(run_dir / run_records.SUMMARY_FILE, summary)
     save_thread_profiles(setup, run_dir)
     if on_summary:

@@ -3,7 +3,6 @@ prompt by prompt, and the schedulers get the cost curve measured for the count i
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -52,13 +51,6 @@ def follow_threads(setup: Setup, threads: int) -> None:
         setup.profiles[threads] = profile
     for mode in scheduled:
         mode.scheduler.profile = setup.profiles[threads]  # type: ignore[attr-defined]
-
-
-def save_thread_profiles(setup: Setup, run_dir: Path) -> None:
-    """``cost_profile_t<n>.json`` for each curve measured after the first (:data:`PROFILE_FILE`)."""
-    for threads, profile in setup.profiles.items():
-        if profile is not setup.profile:
-            profile.save(run_dir / f"cost_profile_t{threads}.json")
 
 
 def run_load(

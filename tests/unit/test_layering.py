@@ -206,8 +206,8 @@ def test_the_engine_top_level_is_the_loop_and_its_protocols() -> None:
 
 
 # what a run's life needs; the bench scripts' libraries live in racer_bench/bench/
-RUN_LIFE = {"config", "grid", "manifest", "paired", "prompt", "reference", "resolvers", "sitting",
-            "resume", "runlock", "runner", "setup", "startup", "threads"}  # fmt: skip
+RUN_LIFE = {"config", "curves", "grid", "manifest", "paired", "prompt", "reference", "resolvers",
+            "sitting", "resume", "runlock", "runner", "setup", "startup", "threads"}  # fmt: skip
 
 
 def test_run_holds_only_the_runs_life() -> None:

@@ -38,6 +38,7 @@ from racer_bench.engine.schedule.acceptance import (
     survival,
 )
 from racer_bench.engine.schedule.cost import CostProfile
+from racer_bench.engine.schedule.follow import CostFollower
 from racer_bench.engine.structs import Draft
 from racer_bench.engine.tree import select_nodes
 
@@ -92,8 +93,10 @@ class Scheduler(Protocol):
     def candidate_budget(self) -> int | None:
         """The most nodes the drafter should propose next step (None: its own size)."""
 
-    def learn(self, plan: Plan, accepted: list[int], committed: Sequence[int] = ()) -> None:
-        """Learn from the accepted nodes (indices into ``plan.draft``) and committed tokens."""
+    def learn(self, plan: Plan, accepted: list[int], committed: Sequence[int] = (),
+              seconds: float | None = None) -> None:  # fmt: skip
+        """Learn from the accepted nodes (indices into ``plan.draft``), the committed tokens
+        and the verification forward's measured ``seconds`` (None: not timed)."""
 
 
 class FixedScheduler:
@@ -111,7 +114,8 @@ class FixedScheduler:
     def candidate_budget(self) -> int | None:
         return None
 
-    def learn(self, plan: Plan, accepted: list[int], committed: Sequence[int] = ()) -> None:
+    def learn(self, plan: Plan, accepted: list[int], committed: Sequence[int] = (),
+              seconds: float | None = None) -> None:  # fmt: skip
         pass
 
 
@@ -168,6 +172,12 @@ class ConfidenceOptions:
             cost curve is steep the scheduler keeps a few nodes of 64; building and scoring the
             rest every step is overhead. A step that keeps everything it was offered doubles
             the next offer.
+        follow_cost, follow_half_life: correct the cost curve by the verification forwards
+            this run times (:class:`~racer_bench.engine.schedule.follow.CostFollower`, old
+            forwards halving in weight every ``follow_half_life`` forwards), so the scheduler
+            follows the machine's state and the growing context instead of the state and the
+            context the profile was measured in. Kept across generation calls: it describes the
+            machine, not the prompt.
     """
 
     persist_across_prompts: bool = False
@@ -181,6 +191,8 @@ class ConfidenceOptions:
     adaptive_candidates: bool = True
     min_candidates: PositiveInt = 16
     candidate_window: PositiveInt = 16
+    follow_cost: bool = True
+    follow_half_life: PositiveFloat = 128.0
 
     def estimator(self) -> AcceptanceEstimator:
         """A fresh acceptance estimator with these settings."""
@@ -201,10 +213,28 @@ class ConfidenceScheduler:
 
     def __init__(self, profile: CostProfile, options: ConfidenceOptions | None = None) -> None:
         options = options or ConfidenceOptions()
-        self.profile, self.options = profile, options
+        self.options = options
+        self.profile = profile
         self.persist_across_prompts = options.persist_across_prompts
         self._kept: deque[int] = deque(maxlen=options.candidate_window)
         self.estimator = options.estimator()
+
+    @property
+    def profile(self) -> CostProfile:
+        """The measured (or given) cost curve; setting it (another thread count's curve)
+        restarts the following."""
+        return self._profile
+
+    @profile.setter
+    def profile(self, profile: CostProfile) -> None:
+        self._profile = profile
+        follows = self.options.follow_cost
+        self.follower = CostFollower(profile, self.options.follow_half_life) if follows else None
+
+    @property
+    def cost(self) -> CostProfile:
+        """The curve this step is scheduled with: the profile, followed when following."""
+        return self.follower.profile if self.follower is not None else self._profile
 
     def reset(self) -> None:
         if not self.persist_across_prompts:
@@ -220,7 +250,7 @@ class ConfidenceScheduler:
         n = len(draft)
         aux = len(draft.aux) if draft.aux is not None else 0
         if n == 0:
-            return Plan(draft, 0, [], self.profile(1 + aux), [])
+            return Plan(draft, 0, [], self.cost(1 + aux), [])
         parents = draft.parents.tolist()
         features = node_features(draft, self.estimator.max_depth)
         priors = self._priors(draft)
@@ -229,7 +259,7 @@ class ConfidenceScheduler:
         if self.options.explore > 0:
             optimistic = self.estimator.estimate(features, self.options.explore, priors)
             admit = survival(parents, optimistic)
-        costs = self.profile.curve(np.arange(1, n + 2, dtype=float) + aux)
+        costs = self.cost.curve(np.arange(1, n + 2, dtype=float) + aux)
         keep, _ = best_prefix(parents, admit, costs)
         plan = Plan(draft, n, [mean[i] for i in keep], float(costs[len(keep)]),
                     [features[i] for i in keep])  # fmt: skip
@@ -243,8 +273,12 @@ class ConfidenceScheduler:
     def _priors(self, draft: Draft) -> list[float | None] | None:
         return drafter_priors(draft) if self.options.score_prior else None
 
-    def learn(self, plan: Plan, accepted: list[int], committed: Sequence[int] = ()) -> None:
+    def learn(self, plan: Plan, accepted: list[int], committed: Sequence[int] = (),
+              seconds: float | None = None) -> None:  # fmt: skip
         self._kept.append(len(plan.draft))
+        if self.follower is not None and seconds is not None:
+            aux = len(plan.draft.aux) if plan.draft.aux is not None else 0
+            self.follower.observe(1 + len(plan.draft) + aux, seconds)
         if plan.candidates is not None and self.options.learn_pruned and committed:
             assert plan.kept is not None and plan.candidate_features is not None
             parents = plan.candidates.parents.tolist()
