@@ -14,7 +14,8 @@ from racer_bench.engine.schedule.scheduler import ConfidenceOptions, ConfidenceS
 from racer_bench.engine.structs import Draft
 
 SIZES = [1, 2, 4, 8, 16, 32]
-PROFILE = CostProfile(SIZES, [1.0, 1.1, 1.3, 1.8, 2.6, 4.0])  # measured in one state
+MEASURED = {"key": {"model": "tiny"}}  # what measure_target writes; only such curves are followed
+PROFILE = CostProfile(SIZES, [1.0, 1.1, 1.3, 1.8, 2.6, 4.0], MEASURED)  # in one machine state
 OTHER_STATE = [1.0, 1.05, 1.15, 1.4, 1.9, 3.0]  # the machine now (AR dearer, trees not)
 
 
@@ -97,7 +98,8 @@ def chain(n: int) -> Draft:
 @pytest.mark.parametrize("follow", [True, False])
 def test_the_scheduler_keeps_more_where_the_machine_makes_trees_cheap(follow: bool) -> None:
     options = ConfidenceOptions(follow_cost=follow, follow_half_life=32)
-    scheduler = ConfidenceScheduler(synthetic("steep", 16), options)
+    steep = synthetic("steep", 16)
+    scheduler = ConfidenceScheduler(CostProfile(steep.sizes, steep.costs, MEASURED), options)
     before = len(scheduler.schedule(chain(12)).draft)
     for step in range(200):  # the machine: every forward costs about the same
         size = step % 12
@@ -114,5 +116,13 @@ def test_a_new_profile_restarts_the_following() -> None:
         for size in (1, 8):
             scheduler.follower.observe(size, 0.01)
     assert scheduler.cost is not PROFILE
-    scheduler.profile = synthetic("flat", 32)  # the thread governor's curve for another count
-    assert scheduler.cost is scheduler.profile and scheduler.follower.observed == 0
+    other = CostProfile([1, 32], [1.0, 2.0], MEASURED)  # the governor's curve for another count
+    scheduler.profile = other
+    assert scheduler.cost is other and scheduler.follower.observed == 0
+
+
+def test_synthetic_curves_and_curve_files_are_used_as_given() -> None:
+    for given in (synthetic("linear:0.1", 16), CostProfile(SIZES, PROFILE.costs, {"source": "f"})):
+        scheduler = ConfidenceScheduler(given, ConfidenceOptions(follow_cost=True))
+        scheduler.learn(Plan(chain(3), 3), [], seconds=0.01)
+        assert scheduler.follower is None and scheduler.cost is given

@@ -75,8 +75,14 @@ def test_ctrl_c_during_an_append_lands_after_the_line(tmp_path, monkeypatch):
         return real_write(fd, data)
 
     monkeypatch.setattr(records.os, "write", slow_write)
-    with pytest.raises(KeyboardInterrupt):
-        records.append_prompt(tmp_path, record(0, size=1000))
+    # Python's own Ctrl-C handler, whatever an earlier test in this worker left (a library
+    # that set SIGINT aside would swallow the interrupt this test expects)
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            records.append_prompt(tmp_path, record(0, size=1000))
+    finally:
+        signal.signal(signal.SIGINT, previous)
     assert len(calls) == 2  # the rest of the line was written before the interrupt
     line = (tmp_path / records.PROMPTS_FILE).read_bytes()
     assert line.endswith(b"\n") and json.loads(line)["id"] == "p/0"

@@ -174,7 +174,9 @@ class ConfidenceOptions:
             the next offer.
         follow_cost, follow_half_life: correct the cost curve by the verification forwards
             this run times (:class:`~racer_bench.engine.schedule.follow.CostFollower`, old
-            forwards halving in weight every ``follow_half_life`` forwards), so the scheduler
+            forwards halving in weight every ``follow_half_life`` forwards) when the curve was
+            measured on the target (``scheduler.profile=auto``; synthetic curves and curve
+            files are used as given), so the scheduler
             follows the machine's state and the growing context instead of the state and the
             context the profile was measured in. Kept across generation calls: it describes the
             machine, not the prompt.
@@ -228,7 +230,7 @@ class ConfidenceScheduler:
     @profile.setter
     def profile(self, profile: CostProfile) -> None:
         self._profile = profile
-        follows = self.options.follow_cost
+        follows = self.options.follow_cost and measured(profile)
         self.follower = CostFollower(profile, self.options.follow_half_life) if follows else None
 
     @property
@@ -289,6 +291,12 @@ class ConfidenceScheduler:
         elif plan.features:
             self.estimator.update(plan.features, plan.draft.parents.tolist(), accepted,
                                   plan.priors)  # fmt: skip
+
+
+def measured(profile: CostProfile) -> bool:
+    """Whether ``profile`` was measured on the target (``auto``): only such a curve is
+    followed; synthetic curves and curve files are used as given."""
+    return bool(profile.meta.get("key"))
 
 
 def drafter_priors(draft: Draft) -> list[float | None] | None:
