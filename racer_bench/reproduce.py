@@ -302,7 +302,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--runs-only", action="store_true", help="make the cells; no curating")
     parser.add_argument("--sittings", type=int, default=0,
                         help="N sittings (all contenders in one process each), pooled")  # fmt: skip
-    args = parser.parse_args(argv)
+    args, rest = parser.parse_known_args(argv)  # overrides may also follow --sittings N
+    unknown = [r for r in rest if "=" not in r or r.startswith("-")]
+    if unknown:
+        parser.error(f"unrecognized arguments: {' '.join(unknown)}")
+    args.tables += rest
     args.overrides = [t for t in args.tables if "=" in t]
     args.tables = [t for t in args.tables if "=" not in t]
     if args.overrides and not args.sittings:
