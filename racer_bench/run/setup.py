@@ -57,7 +57,8 @@ class Setup:
     profile: CostProfile | None = None  # the scheduler's cost curve, saved in the run folder
     engine_choice: dict[str, Any] = field(default_factory=dict)  # requested, chosen, why
     # measured curves per torch thread count, once the governor changed the threads
-    profiles: dict[int, CostProfile] = field(default_factory=dict)
+    profiles: dict[int, CostProfile] = field(default_factory=dict)  # by thread count
+    start_profiles: dict[str, CostProfile] = field(default_factory=dict)  # by mode, at the start
     # reference=generate: the eager target transformers' generate() is timed on (else None)
     reference: HFTarget | None = None
     # the other references asked for (reference=llamacpp), timed in the same rotation

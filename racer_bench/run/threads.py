@@ -36,21 +36,35 @@ def follow_threads(setup: Setup, threads: int) -> None:
     A curve belongs to one thread count (SmolLM2-135M, fast engine: a 12-token forward costs
     1.6 AR forwards on two threads and 2.0 on one), so when the governor takes a core away the
     scheduler cuts trees for the machine it has now instead of the one it started on. Each
-    count is measured once (cached on disk like the first curve); synthetic curves and curves
-    read from a file do not depend on threads and stay.
+    count is measured once (cached on disk like the first curve), up to the largest forward of
+    any scheduled mode; at the count the run started on, every mode keeps the curve it was
+    built with (a sitting's contenders each have their own). A scheduler's curve is only set
+    when it changes, so what it learnt about the machine (``scheduler.follow_cost``) stays.
+    Synthetic curves and curves read from a file do not depend on threads and stay.
     """
     scheduled = [m for m in setup.modes if isinstance(m.scheduler, ConfidenceScheduler)]
     key = (setup.profile.meta.get("key") if setup.profile is not None else None) or {}
     if not scheduled or "threads" not in key:
         return
-    setup.profiles.setdefault(int(key["threads"]), setup.profile)  # type: ignore[arg-type]
-    if threads not in setup.profiles:
+    start = int(key["threads"])
+    setup.profiles.setdefault(start, setup.profile)  # type: ignore[arg-type]
+    for mode in scheduled:
+        setup.start_profiles.setdefault(mode.name, mode.scheduler.profile)  # type: ignore[attr-defined]
+    if threads != start and threads not in setup.profiles:
         settings = scheduler_settings(setup.cfg)
-        profile = cost_profile(settings, setup.cfg, setup.target, scheduled[0].drafter)
+        largest = max((m.drafter for m in scheduled), key=forward_need)
+        profile = cost_profile(settings, setup.cfg, setup.target, largest)
         assert profile is not None
         setup.profiles[threads] = profile
     for mode in scheduled:
-        mode.scheduler.profile = setup.profiles[threads]  # type: ignore[attr-defined]
+        wanted = setup.start_profiles[mode.name] if threads == start else setup.profiles[threads]
+        if mode.scheduler.profile is not wanted:  # type: ignore[attr-defined]
+            mode.scheduler.profile = wanted  # type: ignore[attr-defined]
+
+
+def forward_need(drafter: Any) -> int:
+    """The most nodes a drafter's forward can verify (its capacity and aux branch)."""
+    return int(getattr(drafter, "capacity", 0) or 0) + int(getattr(drafter, "aux_capacity", 0))
 
 
 def run_load(

@@ -154,3 +154,25 @@ def test_a_synthetic_curve_does_not_follow_threads():
                   max_new_tokens=1, profile=curve)  # fmt: skip
     follow_threads(setup, 1)
     assert setup.profiles == {} and mode.scheduler.profile is curve
+
+
+def test_each_contender_keeps_its_own_curve_and_what_it_followed():
+    """In a sitting every contender has its own curve at the start's thread count; setting the
+    same curve again before each prompt must not restart what a scheduler learnt."""
+    from racer_bench.engine.schedule.cost import CostProfile
+    from racer_bench.engine.schedule.scheduler import ConfidenceScheduler
+    from racer_bench.run.setup import Mode, Setup
+    from racer_bench.run.threads import follow_threads
+
+    key = {"key": {"threads": 2}}
+    short, long = CostProfile([1], [1.0], key), CostProfile([1, 8, 64], [1.0, 1.5, 4.0], key)
+    modes = [Mode(name, drafter=None, verifier=None, scheduler=ConfidenceScheduler(curve))
+             for name, curve in (("ar", short), ("racer", long))]  # fmt: skip
+    setup = Setup(cfg=None, target=None, task=None, modes=modes, options=None,
+                  max_new_tokens=1, profile=short)  # fmt: skip
+    follower = modes[1].scheduler.follower
+    follower.observe(8, 0.02)
+    for _ in range(3):  # before every prompt
+        follow_threads(setup, 2)
+    assert modes[0].scheduler.profile is short and modes[1].scheduler.profile is long
+    assert modes[1].scheduler.follower is follower and follower.observed == 1

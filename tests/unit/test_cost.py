@@ -144,6 +144,16 @@ def test_a_cached_curve_that_fails_the_spot_check_is_measured_again(
     assert kept.meta["check"]["held"] and "replaced" not in kept.meta
 
 
+def test_a_small_run_never_shrinks_the_cached_curve(tiny_target, tmp_path, monkeypatch) -> None:
+    """An AR contender needs one size; re-measuring after a failed check keeps every size."""
+    monkeypatch.setattr(cost, "target_timer", lambda target, prefix_len: linear_timer(0.1))
+    path = cost.cache_path(tmp_path, cost.profile_key(tiny_target))
+    cost.measure_cost(linear_timer(0.3), cost.grid(32), reps=1, progress=False).save(path)
+    profile = cost.resolve_profile("auto", tiny_target, tmp_path, 1, reps=1, progress=False)
+    assert profile.max_size == 32 and cost.CostProfile.load(path).max_size == 32
+    assert profile(16) == pytest.approx(2.5) and not profile.meta["replaced"]["held"]
+
+
 def test_cache_key_separates_engines(tiny_target, tmp_path) -> None:
     key = cost.profile_key(tiny_target)
     fast = cost.cache_path(tmp_path, key | {"engine": "fast"})

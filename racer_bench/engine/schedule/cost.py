@@ -326,16 +326,17 @@ def resolve_profile(
     if spec == "auto":
         key = profile_key(target, context)
         path = cache_path(cache_dir, key)
-        stale = None
+        stale, wanted = None, max_size
         if path.exists():
             cached = CostProfile.load(path)
+            wanted = max(max_size, cached.max_size)  # a small run never shrinks the cache
             if cached.max_size >= max_size:
                 check = still_holds(cached, target_timer(target, context))
                 cached.meta |= {"source": str(path), "check": check}
                 if check["held"]:
                     return cached
                 stale = check
-        profile = measure_target(target, max_size, reps, context, progress=progress)
+        profile = measure_target(target, wanted, reps, context, progress=progress)
         profile.save(path)
         profile.meta["source"] = str(path)
         if stale is not None:
