@@ -160,13 +160,13 @@ def test_each_contender_keeps_its_own_curve_and_what_it_followed():
     """In a sitting every contender has its own curve at the start's thread count; setting the
     same curve again before each prompt must not restart what a scheduler learnt."""
     from racer_bench.engine.schedule.cost import CostProfile
-    from racer_bench.engine.schedule.scheduler import ConfidenceScheduler
+    from racer_bench.engine.schedule.scheduler import ConfidenceOptions, ConfidenceScheduler
     from racer_bench.run.setup import Mode, Setup
     from racer_bench.run.threads import follow_threads
 
-    key = {"key": {"threads": 2}}
+    key, follow = {"key": {"threads": 2}}, ConfidenceOptions(follow_cost=True)
     short, long = CostProfile([1], [1.0], key), CostProfile([1, 8, 64], [1.0, 1.5, 4.0], key)
-    modes = [Mode(name, drafter=None, verifier=None, scheduler=ConfidenceScheduler(curve))
+    modes = [Mode(name, drafter=None, verifier=None, scheduler=ConfidenceScheduler(curve, follow))
              for name, curve in (("ar", short), ("racer", long))]  # fmt: skip
     setup = Setup(cfg=None, target=None, task=None, modes=modes, options=None,
                   max_new_tokens=1, profile=short)  # fmt: skip

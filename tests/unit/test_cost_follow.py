@@ -110,7 +110,7 @@ def test_the_scheduler_keeps_more_where_the_machine_makes_trees_cheap(follow: bo
 
 
 def test_a_new_profile_restarts_the_following() -> None:
-    scheduler = ConfidenceScheduler(PROFILE, ConfidenceOptions())
+    scheduler = ConfidenceScheduler(PROFILE, ConfidenceOptions(follow_cost=True))
     assert scheduler.follower is not None
     for _ in range(10):
         for size in (1, 8):

@@ -193,7 +193,7 @@ class ConfidenceOptions:
     adaptive_candidates: bool = True
     min_candidates: PositiveInt = 16
     candidate_window: PositiveInt = 16
-    follow_cost: bool = True
+    follow_cost: bool = False
     follow_half_life: PositiveFloat = 128.0
 
     def estimator(self) -> AcceptanceEstimator:
