@@ -85,9 +85,11 @@ def test_matches_a_float64_softmax_over_the_visible_keys(dtype, t, heads, dim, l
     assert torch.allclose(got.double(), reference(q, k, v, visible), atol=2e-5, rtol=1e-4)
 
 
-@pytest.mark.parametrize(("dtype", "heads", "dim"), itertools.product(DTYPES, HEADS, (64, 12)))
-def test_a_row_alone_gets_the_bits_it_gets_beside_other_rows(dtype, heads, dim) -> None:
-    q, k, v, visible = inputs(dtype, 9, heads, dim, 200, seed=7)
+@pytest.mark.parametrize(
+    ("dtype", "heads", "dim", "t"), itertools.product(DTYPES, HEADS, (64, 12, 80), (9, 2, 33))
+)  # 2-33 rows: key blocks shared by the rows in turn; one row alone
+def test_a_row_alone_gets_the_bits_it_gets_beside_other_rows(dtype, heads, dim, t) -> None:
+    q, k, v, visible = inputs(dtype, t, heads, dim, 200, seed=7)
     together = attend(q, k, v, visible)
     for row in range(q.shape[0]):
         alone = attend(q[row : row + 1].contiguous(), k, v, visible[row : row + 1].contiguous())

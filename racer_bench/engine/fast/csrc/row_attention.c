@@ -18,7 +18,9 @@
  * order; exp is one vectorised polynomial applied elementwise (the same value in every lane).
  *
  * Threads: one OpenMP region in three phases, each split in many near-equal items so that two
- * threads share even a 1-token step evenly: scores by (row, KV head, block of keys), softmax by
+ * threads share even a 1-token step evenly: scores by (KV head, block of keys, row: in that
+ * order, so a block of keys is read from L1 by every row of a tree step in turn instead of each
+ * row streaming the whole cache from L2 again), softmax by
  * (row, head), values by (row, KV head, block of output columns). No result depends on the split:
  * each score, weight and output column is one chain whichever item computes it.
  */
@@ -199,6 +201,20 @@ static inline task_of decode_task(long task, long kv_heads, long chunks, long gr
     return at;
 }
 
+/* A scores item: KV head outermost, then the block of keys, then the row and the chunk of
+ * query heads, so items that follow each other read the same block of keys (from L1) for every
+ * row of the step instead of each row streaming the whole cache again. */
+static inline task_of score_task(long item, long t, long kv_heads, long chunks, long groups,
+                                 long key_blocks, long *block) {
+    long per_head = key_blocks * t * chunks, rest = item % per_head, first = rest % chunks * G_MAX;
+    *block = rest / (t * chunks);
+    task_of at = {rest % (t * chunks) / chunks, item / per_head, 0,
+                  groups - first < G_MAX ? groups - first : G_MAX};
+    at.head = at.kvh * groups + first;
+    (void)kv_heads;
+    return at;
+}
+
 /*
  * q: float32 [t, heads, dim] contiguous; out: float32 [t, heads, dim].
  * k, v: [kv_heads, length, dim] with element strides (k_head, k_row) and (v_head, v_row),
@@ -226,8 +242,9 @@ void row_attention(const float *q, const void *k, const void *v, float *out,
         }
 #pragma omp for schedule(static)
         for (long item = 0; item < tasks * key_blocks; item++) {
-            task_of at = decode_task(item / key_blocks, kv_heads, chunks, groups);
-            long row = at.row, head = at.head, lo = item % key_blocks * KEY_BLOCK, n = counts[row];
+            long block;
+            task_of at = score_task(item, t, kv_heads, chunks, groups, key_blocks, &block);
+            long row = at.row, head = at.head, lo = block * KEY_BLOCK, n = counts[row];
             long hi = lo + KEY_BLOCK < n ? lo + KEY_BLOCK : n;
             if (lo < hi)
                 SCORES[at.gc](q + (row * heads + head) * dim, k, keys + row * length + lo, hi - lo,
