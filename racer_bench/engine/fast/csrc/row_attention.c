@@ -18,9 +18,8 @@
  * order; exp is one vectorised polynomial applied elementwise (the same value in every lane).
  *
  * Threads: one OpenMP region in three phases, each split in many near-equal items so that two
- * threads share even a 1-token step evenly: scores by (KV head, block of keys, row: in that
- * order, so a block of keys is read from L1 by every row of a tree step in turn instead of each
- * row streaming the whole cache from L2 again), softmax by
+ * threads share even a 1-token step evenly: scores by (KV head, group of rows, block of keys,
+ * row: in that order, see score_task), softmax by
  * (row, head), values by (row, KV head, block of output columns). No result depends on the split:
  * each score, weight and output column is one chain whichever item computes it.
  */
@@ -201,17 +200,23 @@ static inline task_of decode_task(long task, long kv_heads, long chunks, long gr
     return at;
 }
 
-/* A scores item: KV head outermost, then the block of keys, then the row and the chunk of
- * query heads, so items that follow each other read the same block of keys (from L1) for every
- * row of the step instead of each row streaming the whole cache again. */
-static inline task_of score_task(long item, long t, long kv_heads, long chunks, long groups,
-                                 long key_blocks, long *block) {
-    long per_head = key_blocks * t * chunks, rest = item % per_head, first = rest % chunks * G_MAX;
-    *block = rest / (t * chunks);
-    task_of at = {rest % (t * chunks) / chunks, item / per_head, 0,
+/* A scores item: KV head outermost, then groups of ROW_GROUP rows, then the block of keys,
+ * then the row of the group and the chunk of query heads, so items that follow each other read
+ * the same block of keys (from L1) for every row of a group in turn instead of each row
+ * streaming the whole cache from L2 again; groups keep the rows' queries in L1 too (ungrouped,
+ * a 64-row step measured 4-6% slower than row by row). */
+#define ROW_GROUP 16
+static inline task_of score_task(long item, long t, long chunks, long groups, long key_blocks,
+                                 long *block) {
+    long per_head = key_blocks * t * chunks, rest = item % per_head;
+    long group = rest / (ROW_GROUP * key_blocks * chunks);
+    long within = rest % (ROW_GROUP * key_blocks * chunks);
+    long rows = t - group * ROW_GROUP < ROW_GROUP ? t - group * ROW_GROUP : ROW_GROUP;
+    long r = within % (rows * chunks), first = r % chunks * G_MAX;
+    *block = within / (rows * chunks);
+    task_of at = {group * ROW_GROUP + r / chunks, item / per_head, 0,
                   groups - first < G_MAX ? groups - first : G_MAX};
     at.head = at.kvh * groups + first;
-    (void)kv_heads;
     return at;
 }
 
@@ -243,7 +248,7 @@ void row_attention(const float *q, const void *k, const void *v, float *out,
 #pragma omp for schedule(static)
         for (long item = 0; item < tasks * key_blocks; item++) {
             long block;
-            task_of at = score_task(item, t, kv_heads, chunks, groups, key_blocks, &block);
+            task_of at = score_task(item, t, chunks, groups, key_blocks, &block);
             long row = at.row, head = at.head, lo = block * KEY_BLOCK, n = counts[row];
             long hi = lo + KEY_BLOCK < n ? lo + KEY_BLOCK : n;
             if (lo < hi)
