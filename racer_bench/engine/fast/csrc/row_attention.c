@@ -18,8 +18,7 @@
  * order; exp is one vectorised polynomial applied elementwise (the same value in every lane).
  *
  * Threads: one OpenMP region in three phases, each split in many near-equal items so that two
- * threads share even a 1-token step evenly: scores by (KV head, group of rows, block of keys,
- * row: in that order, see score_task), softmax by
+ * threads share even a 1-token step evenly: scores by (row, KV head, block of keys), softmax by
  * (row, head), values by (row, KV head, block of output columns). No result depends on the split:
  * each score, weight and output column is one chain whichever item computes it.
  */
@@ -200,26 +199,6 @@ static inline task_of decode_task(long task, long kv_heads, long chunks, long gr
     return at;
 }
 
-/* A scores item: KV head outermost, then groups of ROW_GROUP rows, then the block of keys,
- * then the row of the group and the chunk of query heads, so items that follow each other read
- * the same block of keys (from L1) for every row of a group in turn instead of each row
- * streaming the whole cache from L2 again; groups keep the rows' queries in L1 too (ungrouped,
- * a 64-row step measured 4-6% slower than row by row). */
-#define ROW_GROUP 16
-static inline task_of score_task(long item, long t, long chunks, long groups, long key_blocks,
-                                 long *block) {
-    long per_head = key_blocks * t * chunks, rest = item % per_head;
-    long group = rest / (ROW_GROUP * key_blocks * chunks);
-    long within = rest % (ROW_GROUP * key_blocks * chunks);
-    long rows = t - group * ROW_GROUP < ROW_GROUP ? t - group * ROW_GROUP : ROW_GROUP;
-    long r = within % (rows * chunks), first = r % chunks * G_MAX;
-    *block = within / (rows * chunks);
-    task_of at = {group * ROW_GROUP + r / chunks, item / per_head, 0,
-                  groups - first < G_MAX ? groups - first : G_MAX};
-    at.head = at.kvh * groups + first;
-    return at;
-}
-
 /*
  * q: float32 [t, heads, dim] contiguous; out: float32 [t, heads, dim].
  * k, v: [kv_heads, length, dim] with element strides (k_head, k_row) and (v_head, v_row),
@@ -247,9 +226,8 @@ void row_attention(const float *q, const void *k, const void *v, float *out,
         }
 #pragma omp for schedule(static)
         for (long item = 0; item < tasks * key_blocks; item++) {
-            long block;
-            task_of at = score_task(item, t, chunks, groups, key_blocks, &block);
-            long row = at.row, head = at.head, lo = block * KEY_BLOCK, n = counts[row];
+            task_of at = decode_task(item / key_blocks, kv_heads, chunks, groups);
+            long row = at.row, head = at.head, lo = item % key_blocks * KEY_BLOCK, n = counts[row];
             long hi = lo + KEY_BLOCK < n ? lo + KEY_BLOCK : n;
             if (lo < hi)
                 SCORES[at.gc](q + (row * heads + head) * dim, k, keys + row * length + lo, hi - lo,
