@@ -124,9 +124,20 @@ class DraftHook:
     def __call__(self, input_ids: np.ndarray, /, **_: Any) -> np.ndarray:
         context = [int(t) for t in input_ids]
         chain, entry = self.proposer.propose(context, self.verified_topk())
+        room = self.room(len(context))
+        if len(chain) > room:  # llama-cpp-python evaluates past its context and fails otherwise
+            chain = chain[:room]
+            entry["c"] = len(chain)
         self.notes.append(entry)
         self.last_len, self.last_chain, self.chain = len(context), len(chain), chain
         return np.asarray(chain, dtype=np.intc)
+
+    def room(self, context: int) -> int:
+        """Draft tokens that still fit the context: llama-cpp-python evaluates the root (the
+        context's last token) and the chain at positions ``context - 1`` on."""
+        if self.llm is None:
+            return 1 << 30
+        return max(int(self.llm.n_ctx()) - context, 0)
 
     def verified_topk(self) -> torch.Tensor | None:
         """Top-k of the rows the last step verified: the root and each chain token (first call:

@@ -178,6 +178,26 @@ def test_the_hook_notes_each_step_and_the_last_one_at_finish() -> None:
     assert sum(s["n_accepted"] + 1 for s in steps) == len(out) - 1
 
 
+def test_a_chain_never_runs_past_the_context() -> None:
+    """A Spec-Bench prompt near llama.cpp's n_ctx once made llama-cpp-python evaluate past its
+    scores array (a ValueError in Llama.eval); the hook cuts the chain to what fits."""
+
+    class Context:
+        scores = np.zeros((1, 4), dtype=np.float32)
+
+        def n_ctx(self) -> int:
+            return 12
+
+    hook = DraftHook(LookupProposer(lambda ids: np.arange(10, dtype=np.intc)))
+    hook.llm = Context()
+    hook.start(9)
+    assert hook(np.arange(9, dtype=np.intc)).tolist() == [0, 1, 2]  # positions 8..11
+    assert hook.notes[-1]["c"] == 3
+    assert hook(np.arange(12, dtype=np.intc)).tolist() == []
+    hook.llm = None
+    assert len(hook(np.arange(9, dtype=np.intc))) == 10
+
+
 def test_accepted_and_top_k() -> None:
     assert accepted_of(None, [3]) is None
     assert accepted_of([3, 4], [3, 9]) == 1
