@@ -14,11 +14,11 @@ the pooled rankings. Refuses sittings made from a dirty tree or by two commits.
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 from typing import Any
 
 from racer_bench.analysis import rankings
+from racer_bench.bench.common import write_report
 from racer_bench.record import folder as records
 
 
@@ -111,9 +111,9 @@ def main() -> None:
     data = record(args.table_dir, command)
     title = args.title or f"{table} in {len(data['sittings'])} sittings"
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.with_suffix(".json").write_text(json.dumps(data, indent=1) + "\n")
-    args.out.with_suffix(".md").write_text(markdown(data, title))
-    print(markdown(data, title))
+    page = markdown(data, title)
+    write_report(str(args.out), page.rstrip("\n"), data)
+    print(page)
 
 
 if __name__ == "__main__":

@@ -7,17 +7,18 @@
 Reads every finished cell (``<table>/<cell>/summary.json`` and its manifest) of the given
 table folders: per cell its task, backend and method, the baseline's and the method's tok/s,
 the speedup over that baseline with its 95% interval, MAT and the outputs equal to the baseline's;
-with ``reference=llamacpp`` also llama.cpp's tok/s and its outputs equal to our AR's. Refuses
-cells made from a dirty tree, by two commits or on two machines.
+with ``reference=llamacpp`` also llama.cpp's tok/s and its outputs equal to our AR's. Each cell
+keeps its commit (a table remade in part names both); refuses cells made from a dirty tree or on
+two machines.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 from typing import Any
 
+from racer_bench.bench.common import write_report
 from racer_bench.record import folder as records
 
 KEPT = ("baseline_tokens_per_s", "tokens_per_s", "speedup", "speedup_ci95", "mat", "identical",
@@ -40,18 +41,21 @@ def cell(run: Path) -> tuple[dict[str, Any], tuple[Any, Any, Any]]:
 
 
 def record(tables: list[Path], command: str) -> dict[str, Any]:
+    """The JSON record of every finished cell of ``tables`` (each cell keeps its commit)."""
     cells, states, fingerprint = {}, set(), None
     for table in tables:
         for run in sorted(p for p in table.iterdir() if (p / records.SUMMARY_FILE).exists()):
-            cells[f"{table.name}/{run.name}"], state = cell(run)
-            states.add(state)
+            name = f"{table.name}/{run.name}"
+            cells[name], (sha, dirty, machine) = cell(run)
+            cells[name]["git_sha"] = sha
+            if dirty:
+                raise SystemExit(f"error: {name}: made from a dirty tree; remake it from a commit")
+            states.add(machine)
             fingerprint = fingerprint or records.read_json(run / records.MANIFEST_FILE)["hardware"]
     if len(states) != 1:
-        raise SystemExit(f"error: cells from {len(states)} code states or machines: {states}")
-    ((sha, dirty, _),) = states
-    if dirty:
-        raise SystemExit("error: cells made from a dirty tree; remake them from a commit")
-    return {"command": command, "hardware": fingerprint, "git_sha": sha, "git_dirty": dirty,
+        raise SystemExit(f"error: cells from {len(states)} machines ({states}); one per table")
+    commits = sorted({c["git_sha"] for c in cells.values()})
+    return {"command": command, "hardware": fingerprint, "git_shas": commits, "git_dirty": False,
             "cells": cells}  # fmt: skip
 
 
@@ -76,7 +80,9 @@ def row(c: dict[str, Any]) -> str:
 
 def markdown(data: dict[str, Any], title: str) -> str:
     fp = data["hardware"] or {}
-    lines = [title, f"command: `{data['command']}` (commit {data['git_sha'][:7]}, clean: True)",
+    commits = ", ".join(sha[:7] for sha in data["git_shas"])
+    lines = [title, f"command: `{data['command']}` (commits {commits}, each clean; a cell's own "
+             "is in the .json)",
              f"measured on {fp.get('label')} (hardware id {fp.get('id')})", "",
              "| task | backend | method | AR tok/s | method tok/s | speedup (95% CI) | MAT | "
              "identical | llama.cpp AR tok/s (= our AR) | alone |",
@@ -98,8 +104,7 @@ def main() -> None:
     data = record(tables, args.command or f"python -m racer_bench.reproduce {names} --runs-only")
     page = markdown(data, args.title or f"{names}: every cell, one after another")
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.with_suffix(".json").write_text(json.dumps(data, indent=1) + "\n")
-    out.with_suffix(".md").write_text(page)
+    write_report(str(out), page.rstrip("\n"), data)
     print(page)
 
 

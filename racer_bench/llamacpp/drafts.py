@@ -125,7 +125,7 @@ class DraftHook:
         context = [int(t) for t in input_ids]
         chain, entry = self.proposer.propose(context, self.verified_topk())
         room = self.room(len(context))
-        if len(chain) > room:  # llama-cpp-python evaluates past its context and fails otherwise
+        if len(chain) > room:  # llama-cpp-python would cut it too, but after this note
             chain = chain[:room]
             entry["c"] = len(chain)
         self.notes.append(entry)

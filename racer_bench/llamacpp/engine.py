@@ -50,9 +50,13 @@ class LlamaEngine:
         llama_cpp = require("llama.cpp")
         self.n_ctx = n_ctx
         with model_params(use_extra_bufts):
+            # logits_all with a draft: llama-cpp-python keeps every position's logits then, but
+            # sizes that array by this argument (n_batch rows without it), so a context past
+            # n_batch tokens failed in Llama.eval (a ValueError on long Spec-Bench prompts)
             self.llm = llama_cpp.Llama(str(gguf), n_ctx=n_ctx, n_batch=N_BATCH,
                                        n_threads=threads, n_threads_batch=threads,
-                                       draft_model=draft, seed=0, verbose=False)  # fmt: skip
+                                       draft_model=draft, logits_all=draft is not None, seed=0,
+                                       verbose=False)  # fmt: skip
         self.threads = threads
         atexit.register(self.close)  # before interpreter teardown, where freeing fails
 

@@ -44,6 +44,18 @@ def test_the_child_probe_passes_on_a_gguf_that_works(tiny_is_gguf, tmp_path):
     engine.close()
 
 
+def test_a_speculating_engine_runs_past_one_batch_of_context(tiny_is_gguf):
+    """With a draft model, llama-cpp-python keeps every position's logits in an array it sizes
+    by ``logits_all``; a context past ``N_BATCH`` tokens failed in ``Llama.eval`` before."""
+    from racer_bench.llamacpp.engine import N_BATCH
+
+    prompt = (PROMPT * (N_BATCH // len(PROMPT) + 2))[: N_BATCH + 20]
+    engine = LlamaEngine(tiny_is_gguf, N_BATCH * 2, 1, True, draft=lambda ids: ids[-4:])
+    done = engine.generate(prompt, StopRule(set(), 24))
+    engine.close()
+    assert len(done.tokens) == 24
+
+
 def test_batch_and_single_evals_are_compared(tiny_is_gguf, tiny_target):
     engine = LlamaEngine(tiny_is_gguf, 256, 1, True, draft=lambda ids: ids[:0])
     tokens = ar_tokens(tiny_target, PROMPT, max_new_tokens=6)

@@ -179,8 +179,8 @@ def test_the_hook_notes_each_step_and_the_last_one_at_finish() -> None:
 
 
 def test_a_chain_never_runs_past_the_context() -> None:
-    """A Spec-Bench prompt near llama.cpp's n_ctx once made llama-cpp-python evaluate past its
-    scores array (a ValueError in Llama.eval); the hook cuts the chain to what fits."""
+    """The hook cuts a chain to what fits llama.cpp's context, so its note counts the nodes
+    llama.cpp verifies."""
 
     class Context:
         scores = np.zeros((1, 4), dtype=np.float32)
