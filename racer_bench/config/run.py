@@ -43,6 +43,9 @@ class RunConfig:
     engine: Engine = "auto"
     experiment_name: str = "adhoc"
     tags: list[str] = field(default_factory=list)
+    # an experiment sweeping tasks: each task's prompts by its display name, read by its own
+    # task.limit (conf/experiment/llamacpp_ours.yaml: HumanEval 15, Spec-Bench 13)
+    task_limits: dict[str, PositiveInt] = field(default_factory=dict)
     model: Instantiable = field(default_factory=dict)
     method: Instantiable = field(default_factory=dict)
     verifier: Instantiable = field(default_factory=dict)

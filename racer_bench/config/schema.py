@@ -126,8 +126,9 @@ def check(cfg: DictConfig, schema: Any, path: str = "") -> None:
     target = target_of(cfg, path)
     declared = keys_of(target if target is not None else schema)
     owner = getattr(target or schema, "__qualname__", str(target or schema))
-    for key in cfg:
-        key = str(key)
+    # plain keys before config nodes, so a key a node interpolates (an experiment's
+    # task_limits read by task.limit) is the one named when it is wrong
+    for key in sorted(map(str, cfg), key=lambda k: _is_node(cfg, k)):
         where = f"{path}{key}"
         if key in RESERVED_KEYS:
             continue
@@ -137,8 +138,26 @@ def check(cfg: DictConfig, schema: Any, path: str = "") -> None:
         tp, value = declared[key], _resolved(cfg, key, where)
         if isinstance(value, DictConfig) and ("_target_" in value or _is_schema(tp)):
             check(value, tp, f"{where}.")
+        elif isinstance(value, DictConfig) and _entries_of(tp) is not None:
+            for entry in map(str, value):  # dict[str, V]: each entry named when it is wrong
+                check_value(_entries_of(tp), _resolved(value, entry, f"{where}.{entry}"),
+                            f"{where}.{entry}")  # fmt: skip
         else:
             check_value(tp, value, where)
+
+
+def _entries_of(tp: Any) -> Any:
+    """V of a ``dict[str, V]`` type (None for any other type)."""
+    core = core_type(tp)
+    if get_origin(core) is dict and len(get_args(core)) == 2:
+        return get_args(core)[1]
+    return None
+
+
+def _is_node(cfg: DictConfig, key: str) -> bool:
+    """Whether ``cfg[key]`` is a config node with a ``_target_`` (read without resolving)."""
+    node = cfg._get_node(key)
+    return isinstance(node, DictConfig) and not node._is_interpolation() and "_target_" in node
 
 
 def check_value(tp: Any, value: Any, where: str) -> None:
