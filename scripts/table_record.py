@@ -25,35 +25,32 @@ KEPT = ("baseline_tokens_per_s", "tokens_per_s", "speedup", "speedup_ci95", "mat
         "n_prompts", "llamacpp_tokens_per_s", "llamacpp_identical", "ar_vs_llamacpp")  # fmt: skip
 
 
-def cell(run: Path) -> tuple[dict[str, Any], tuple[Any, Any, Any]]:
-    """One cell's block and its (commit, dirty, machine)."""
+def cell(run: Path) -> tuple[dict[str, Any], bool, dict[str, Any]]:
+    """One cell's block (its commit included), whether its tree was dirty, and its machine."""
     summary = records.read_json(run / records.SUMMARY_FILE)
     manifest = records.read_json(run / records.MANIFEST_FILE)
     choices = manifest.get("choices") or {}
     block = {"table": run.parent.name, "task": choices.get("task"),
              "backend": choices.get("backend", "native"), "method": choices.get("method"),
              **{k: summary.get(k) for k in KEPT}}  # fmt: skip
-    load = summary.get("load") or {}
-    block["alone"] = load.get("alone")
-    state = (manifest.get("git_sha"), manifest.get("git_dirty"),
-             (manifest.get("hardware") or {}).get("id"))  # fmt: skip
-    return block, state
+    block["alone"] = (summary.get("load") or {}).get("alone")
+    block["git_sha"] = manifest.get("git_sha")
+    return block, bool(manifest.get("git_dirty")), manifest.get("hardware") or {}
 
 
 def record(tables: list[Path], command: str) -> dict[str, Any]:
     """The JSON record of every finished cell of ``tables`` (each cell keeps its commit)."""
-    cells, states, fingerprint = {}, set(), None
+    cells, machines, fingerprint = {}, set(), None
     for table in tables:
         for run in sorted(p for p in table.iterdir() if (p / records.SUMMARY_FILE).exists()):
             name = f"{table.name}/{run.name}"
-            cells[name], (sha, dirty, machine) = cell(run)
-            cells[name]["git_sha"] = sha
+            cells[name], dirty, hardware = cell(run)
             if dirty:
                 raise SystemExit(f"error: {name}: made from a dirty tree; remake it from a commit")
-            states.add(machine)
-            fingerprint = fingerprint or records.read_json(run / records.MANIFEST_FILE)["hardware"]
-    if len(states) != 1:
-        raise SystemExit(f"error: cells from {len(states)} machines ({states}); one per table")
+            machines.add(hardware.get("id"))
+            fingerprint = fingerprint or hardware
+    if len(machines) != 1:
+        raise SystemExit(f"error: cells from {len(machines)} machines ({machines}); one per table")
     commits = sorted({c["git_sha"] for c in cells.values()})
     return {"command": command, "hardware": fingerprint, "git_shas": commits, "git_dirty": False,
             "cells": cells}  # fmt: skip

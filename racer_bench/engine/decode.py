@@ -142,9 +142,12 @@ class _Loop:
         t1 = clock.now()
         if options.check_drafts:
             check_draft(draft, options.max_draft)
-        past, start = target.length, clock.now()
+        past = target.length
+        # timed only for a scheduler that follows the machine: waiting for the device after
+        # the forward would hold back the verifier's launches on an accelerator
+        start = clock.now() if self.scheduler.times_forwards else None
         out = target.forward_tree(ctx.root, draft, needs.hidden_states, needs.hidden_layers)
-        t_forward = clock.now() - start  # what the scheduler's cost curve predicts
+        t_forward = clock.now() - start if start is not None else None
         result = self.verifier.verify(draft, out.logits, self.rng)
         target.commit(past, result.accepted)
         # the aux branch's argmax is target work (like the verifier's), so it is verify time

@@ -7,7 +7,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from racer_bench.engine.schedule.scheduler import ConfidenceScheduler
 from racer_bench.run.setup import Setup
 
 SHOWN_SIZES = (2, 4, 8, 16, 32)  # the summary's cost(N) beside the profile's
@@ -18,11 +17,8 @@ def save_followed(setup: Setup, run_dir: Path) -> dict[str, Any]:
     for the summary: per mode, forwards timed and cost(N) followed against the profile's."""
     out: dict[str, Any] = {}
     for mode in setup.modes:
-        scheduler = mode.scheduler
-        follower = getattr(scheduler, "follower", None)
-        if not isinstance(scheduler, ConfidenceScheduler) or follower is None:
-            continue
-        if not follower.observed:
+        follower = getattr(mode.scheduler, "follower", None)
+        if follower is None or not follower.observed:
             continue
         followed, base = follower.profile, follower.base
         followed.save(run_dir / f"cost_followed_{mode.name}.json")

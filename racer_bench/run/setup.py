@@ -172,6 +172,11 @@ def cost_profile(
     wanted = settings.profile_settings()
     if wanted is None:
         return None
-    largest = min(int(getattr(drafter, "capacity", cfg.max_draft)), cfg.max_draft)
-    largest += 1 + int(getattr(drafter, "aux_capacity", 0))  # the root and any aux branch
-    return wanted.resolve(target, cfg.paths.cache_dir, largest)
+    return wanted.resolve(target, cfg.paths.cache_dir, largest_forward(drafter, cfg.max_draft))
+
+
+def largest_forward(drafter: Drafter, max_draft: int) -> int:
+    """The most tokens one verification forward of ``drafter`` holds: its draft (its capacity,
+    at most ``max_draft``), the root and any aux branch."""
+    largest = min(int(getattr(drafter, "capacity", max_draft)), max_draft)
+    return largest + 1 + int(getattr(drafter, "aux_capacity", 0))

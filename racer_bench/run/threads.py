@@ -10,7 +10,7 @@ from omegaconf import DictConfig
 
 from racer_bench.engine.schedule.scheduler import ConfidenceScheduler
 from racer_bench.run.config import scheduler_settings
-from racer_bench.run.setup import Setup, cost_profile
+from racer_bench.run.setup import Setup, cost_profile, largest_forward
 from racer_bench.system import hardware
 
 
@@ -52,7 +52,8 @@ def follow_threads(setup: Setup, threads: int) -> None:
         setup.start_profiles.setdefault(mode.name, mode.scheduler.profile)  # type: ignore[attr-defined]
     if threads != start and threads not in setup.profiles:
         settings = scheduler_settings(setup.cfg)
-        largest = max((m.drafter for m in scheduled), key=forward_need)
+        drafters = (m.drafter for m in scheduled)
+        largest = max(drafters, key=lambda d: largest_forward(d, setup.cfg.max_draft))
         profile = cost_profile(settings, setup.cfg, setup.target, largest)
         assert profile is not None
         setup.profiles[threads] = profile
@@ -60,11 +61,6 @@ def follow_threads(setup: Setup, threads: int) -> None:
         wanted = setup.start_profiles[mode.name] if threads == start else setup.profiles[threads]
         if mode.scheduler.profile is not wanted:  # type: ignore[attr-defined]
             mode.scheduler.profile = wanted  # type: ignore[attr-defined]
-
-
-def forward_need(drafter: Any) -> int:
-    """The most nodes a drafter's forward can verify (its capacity and aux branch)."""
-    return int(getattr(drafter, "capacity", 0) or 0) + int(getattr(drafter, "aux_capacity", 0))
 
 
 def run_load(

@@ -176,3 +176,21 @@ def test_each_contender_keeps_its_own_curve_and_what_it_followed():
         follow_threads(setup, 2)
     assert modes[0].scheduler.profile is short and modes[1].scheduler.profile is long
     assert modes[1].scheduler.follower is follower and follower.observed == 1
+
+
+@pytest.mark.parametrize("follow", [True, False])
+def test_only_a_run_that_follows_the_machine_times_its_forwards(tmp_path, follow):
+    from hydra import compose, initialize_config_dir
+
+    from tests.conftest import CONF_DIR
+
+    overrides = [*SMOKE, "method=racer", "task.limit=1", "max_new_tokens=24",
+                 "scheduler=confidence", "scheduler.profile_reps=1",
+                 "scheduler.profile_context=8", f"paths.cache_dir={tmp_path / 'cache'}",
+                 f"scheduler.follow_cost={str(follow).lower()}"]  # fmt: skip
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        cfg = compose(config_name="config", overrides=overrides)
+    summary = run(cfg, tmp_path / "run", {"method": "racer", "scheduler": "confidence"})
+    followed = (summary["cost_followed"] or {}).get("method")
+    assert (followed is not None and followed["forwards"] > 0) == follow
+    assert (tmp_path / "run" / "cost_followed_method.json").exists() == follow

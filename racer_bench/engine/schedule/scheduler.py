@@ -83,6 +83,7 @@ class Scheduler(Protocol):
 
     name: ClassVar[str]
     persist_across_prompts: bool
+    times_forwards: bool  # whether learn() wants the verification forward's seconds
 
     def reset(self) -> None:
         """Start a new generation call (statistics are dropped unless they persist)."""
@@ -104,6 +105,7 @@ class FixedScheduler:
 
     name: ClassVar[str] = "fixed"
     persist_across_prompts = False
+    times_forwards = False
 
     def reset(self) -> None:
         pass
@@ -234,6 +236,11 @@ class ConfidenceScheduler:
         self.follower = CostFollower(profile, self.options.follow_half_life) if follows else None
 
     @property
+    def times_forwards(self) -> bool:
+        """Only a scheduler that follows the machine needs each forward timed."""
+        return self.follower is not None
+
+    @property
     def cost(self) -> CostProfile:
         """The curve this step is scheduled with: the profile, followed when following."""
         return self.follower.profile if self.follower is not None else self._profile
@@ -249,8 +256,7 @@ class ConfidenceScheduler:
         return max(self.options.min_candidates, 2 * max(self._kept, default=0))
 
     def schedule(self, draft: Draft) -> Plan:
-        n = len(draft)
-        aux = len(draft.aux) if draft.aux is not None else 0
+        n, aux = len(draft), aux_count(draft)
         if n == 0:
             return Plan(draft, 0, [], self.cost(1 + aux), [])
         parents = draft.parents.tolist()
@@ -279,8 +285,7 @@ class ConfidenceScheduler:
               seconds: float | None = None) -> None:  # fmt: skip
         self._kept.append(len(plan.draft))
         if self.follower is not None and seconds is not None:
-            aux = len(plan.draft.aux) if plan.draft.aux is not None else 0
-            self.follower.observe(1 + len(plan.draft) + aux, seconds)
+            self.follower.observe(1 + len(plan.draft) + aux_count(plan.draft), seconds)
         if plan.candidates is not None and self.options.learn_pruned and committed:
             assert plan.kept is not None and plan.candidate_features is not None
             parents = plan.candidates.parents.tolist()
@@ -291,6 +296,11 @@ class ConfidenceScheduler:
         elif plan.features:
             self.estimator.update(plan.features, plan.draft.parents.tolist(), accepted,
                                   plan.priors)  # fmt: skip
+
+
+def aux_count(draft: Draft) -> int:
+    """Tokens of the draft's aux branch, verified in the same forward as its nodes."""
+    return len(draft.aux) if draft.aux is not None else 0
 
 
 def measured(profile: CostProfile) -> bool:
